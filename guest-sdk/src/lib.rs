@@ -1,0 +1,1 @@
+//! Guest SDK for ebb plugins. The ABI glue lands with the plugin issue.

@@ -1,0 +1,108 @@
+//! Errors of the embedded API: what a caller did wrong or what the node
+//! could not do, each saying what to do next.
+
+use crate::fragment::flush::BacklogFull;
+use crate::fragment::pool::Shed;
+use crate::fragment::{FragmentShutdownError, SubmitError};
+use crate::names::NameError;
+use crate::node::config::ConfigError;
+use crate::store::{MetaError, StoreError};
+
+/// An operation failed. Nothing was applied unless the variant says so.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// Bad table name or key.
+    #[error(transparent)]
+    InvalidName(#[from] NameError),
+    /// The value is over `max_value_bytes`.
+    #[error("value is {len} bytes; the limit is {limit} bytes (max_value_bytes, at most 16 MiB)")]
+    ValueTooLarge {
+        /// Size of the refused value.
+        len: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The TTL or deadline is not usable.
+    #[error("invalid TTL: {0}")]
+    InvalidTtl(String),
+    /// The fragment's pool is full; the operation was shed. Retry shortly.
+    #[error(transparent)]
+    Overloaded(#[from] Shed),
+    /// The store is slow or failing and the fragment's write buffer is full.
+    #[error(transparent)]
+    Backlog(#[from] BacklogFull),
+    /// The node is shutting down and admits no new operations.
+    #[error("the node is shutting down")]
+    ShuttingDown,
+    /// The worker died before answering: the write may or may not have been
+    /// applied. Writes are idempotent per key and version, so retry.
+    #[error(
+        "fragment {fragment}: the worker stopped before answering; the write may or may not be applied, retry it"
+    )]
+    Interrupted {
+        /// The fragment whose worker died.
+        fragment: u32,
+    },
+    /// The write is applied (visible to reads) but the store failed before
+    /// it became durable. It stays buffered and is retried; health shows the
+    /// store error.
+    #[error(
+        "fragment {fragment}: the write is applied but not yet durable ({source}); it is retained and retried"
+    )]
+    NotDurable {
+        /// The fragment whose flush failed.
+        fragment: u32,
+        /// The store error.
+        source: StoreError,
+    },
+}
+
+impl From<SubmitError> for Error {
+    fn from(error: SubmitError) -> Self {
+        match error {
+            SubmitError::Shed(shed) => Error::Overloaded(shed),
+            SubmitError::Stopped(_) => Error::ShuttingDown,
+        }
+    }
+}
+
+/// The node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// A setting is out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The data directory cannot be created.
+    #[error("cannot create data dir {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The data dir does not match this build or these settings.
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    /// Storage failed while opening or loading.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The actor runtime could not start a fragment.
+    #[error("cannot start fragment {fragment}: {reason}")]
+    Runtime {
+        /// The fragment.
+        fragment: u32,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Shutdown could not finish; calling it again retries what is left.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ShutdownError {
+    /// A fragment could not drain or flush.
+    #[error(transparent)]
+    Fragment(#[from] FragmentShutdownError),
+    /// The final store sync failed.
+    #[error("final store sync failed: {0}")]
+    Store(#[from] StoreError),
+}

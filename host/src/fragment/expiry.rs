@@ -1,0 +1,168 @@
+//! Bounded expiry passes: converting due records into expiry tombstones, a
+//! page at a time, releasing partition locks between pages.
+
+use super::state::FragmentState;
+
+/// Most records a page converts.
+pub const PAGE_RECORDS: usize = 256;
+/// Most value bytes a page converts (the page ends after the record that
+/// crosses it).
+pub const PAGE_BYTES: usize = 1024 * 1024;
+
+/// What one page did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExpiryPage {
+    /// Records turned into expiry tombstones.
+    pub converted: usize,
+    /// Value bytes released by the conversions.
+    pub bytes: usize,
+    /// Due records remain (the page hit its budget or the buffer was full).
+    pub more: bool,
+}
+
+impl FragmentState {
+    /// Convert up to one page of records due at `now_ms`. Each conversion
+    /// keeps the record's version, advances the partition revision and is
+    /// enqueued for the store like any write. Stops early, leaving the rest
+    /// due, when the write buffer is full: expired records stay invisible to
+    /// readers meanwhile, so nothing is lost by waiting.
+    pub fn expire_page(&self, now_ms: u64) -> ExpiryPage {
+        let mut page = ExpiryPage::default();
+        for (table, partition) in self.partitions() {
+            let mut partition = partition.write();
+            let due = partition.due(now_ms, PAGE_RECORDS - page.converted + 1);
+            for (deadline, key) in due {
+                if page.converted == PAGE_RECORDS || page.bytes >= PAGE_BYTES {
+                    page.more = true;
+                    return page;
+                }
+                let Some(current) = partition.get(&key) else {
+                    continue;
+                };
+                debug_assert_eq!(current.deadline(), Some(deadline));
+                let tombstone = current.to_expiry_tombstone();
+                let released = current.value.len();
+                if self.persistence().check_room(key.len() + 64).is_err() {
+                    page.more = true;
+                    return page;
+                }
+                self.persistence().enqueue(&table, &key, &tombstone);
+                partition.apply(key, tombstone);
+                page.converted += 1;
+                page.bytes += released;
+            }
+        }
+        page
+    }
+
+    /// Convert everything due at `now_ms`, page by page. Returns how many
+    /// records were converted and whether some remain (buffer full).
+    pub fn expire_all(&self, now_ms: u64) -> (usize, bool) {
+        let mut converted = 0;
+        loop {
+            let page = self.expire_page(now_ms);
+            converted += page.converted;
+            if !page.more || page.converted == 0 {
+                return (converted, page.more);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::fragment::flush::Persistence;
+    use crate::fragment::state::{Mutation, WriteOutcome};
+    use crate::names::TableName;
+    use crate::node::clock::HybridClock;
+    use crate::record::RecordKind;
+    use crate::store::{Committer, MemoryStore};
+
+    fn state() -> FragmentState {
+        let store = Arc::new(MemoryStore::new());
+        let committer = Arc::new(Committer::start(store).unwrap());
+        FragmentState::new(
+            0,
+            HashMap::new(),
+            Arc::new(Persistence::new(0, committer, 100_000, 1 << 30)),
+            Arc::new(HybridClock::new(Arc::from("n"), 0, 0)),
+        )
+    }
+
+    fn put(state: &FragmentState, table: &TableName, key: &str, deadline: Option<u64>) {
+        let outcome = state
+            .apply(
+                table,
+                &Arc::from(key),
+                Mutation::Put {
+                    value: Bytes::from_static(b"value"),
+                    expires_at_ms: deadline,
+                },
+                0,
+            )
+            .unwrap();
+        assert!(matches!(outcome, WriteOutcome::Applied { .. }));
+    }
+
+    #[tokio::test]
+    async fn pages_are_bounded_and_conversion_keeps_the_version() {
+        let state = state();
+        let table = TableName::new("t").unwrap();
+        for i in 0..600 {
+            put(&state, &table, &format!("k{i:04}"), Some(1_000 + i));
+        }
+        put(&state, &table, "forever", None);
+        let before = state
+            .partition(&table)
+            .unwrap()
+            .read()
+            .get("k0000")
+            .unwrap()
+            .clone();
+        let revision = state.partition(&table).unwrap().read().revision();
+
+        let first = state.expire_page(5_000);
+        assert_eq!(first.converted, PAGE_RECORDS);
+        assert!(first.more);
+        let (rest, more) = state.expire_all(5_000);
+        assert_eq!((rest, more), (600 - PAGE_RECORDS, false));
+
+        let partition = state.partition(&table).unwrap();
+        let partition = partition.read();
+        let after = partition.get("k0000").unwrap();
+        assert_eq!(after.kind, RecordKind::ExpiryTombstone);
+        assert_eq!(
+            after.version, before.version,
+            "conversion keeps the original version"
+        );
+        assert_eq!(
+            partition.revision(),
+            revision + 600,
+            "each conversion advances the revision"
+        );
+        assert_eq!(partition.live_count(), 1);
+        assert_eq!(partition.earliest_deadline(), None);
+    }
+
+    #[tokio::test]
+    async fn only_due_records_are_converted() {
+        let state = state();
+        let table = TableName::new("t").unwrap();
+        put(&state, &table, "soon", Some(100));
+        put(&state, &table, "later", Some(10_000));
+        assert_eq!(state.earliest_deadline(), Some(100));
+        assert_eq!(state.expire_all(500), (1, false));
+        assert_eq!(state.earliest_deadline(), Some(10_000));
+        assert!(state.get(&table, "later", 500).is_some());
+        assert!(
+            state.get(&table, "later", 10_000).is_none(),
+            "invisible at its deadline before conversion"
+        );
+    }
+}

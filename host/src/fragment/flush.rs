@@ -1,0 +1,375 @@
+//! A fragment's write buffer: ordered, coalesced, retried batches on their way
+//! to the store, and the sequence numbers writers wait on for durability.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::names::TableName;
+use crate::record::Record;
+use crate::store::{Committer, FragmentId, StoreBatch, StoreError, StoredRecord};
+
+type BufferKey = (TableName, Arc<str>);
+
+/// The buffer is over its byte limit; the write was not applied.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "fragment {fragment} has {pending_bytes} bytes waiting for storage (limit {limit_bytes}); the store is slow or failing, retry later"
+)]
+pub struct BacklogFull {
+    /// The fragment whose buffer is full.
+    pub fragment: FragmentId,
+    /// Bytes waiting to be flushed.
+    pub pending_bytes: usize,
+    /// The configured limit (`max_backlog_bytes`).
+    pub limit_bytes: usize,
+}
+
+#[derive(Default)]
+struct Buffer {
+    /// Newest winning record per key, not yet handed to the store.
+    pending: HashMap<BufferKey, Record>,
+    pending_bytes: usize,
+    /// The batch being written; kept until the write succeeds so that a
+    /// failed or abandoned write can be retried.
+    in_flight: Option<HashMap<BufferKey, Record>>,
+    in_flight_bytes: usize,
+    /// Sequence number of the latest enqueued record.
+    enqueued_seq: u64,
+    last_error: Option<String>,
+}
+
+impl Buffer {
+    fn restore_in_flight(&mut self) {
+        if let Some(batch) = self.in_flight.take() {
+            for (key, record) in batch {
+                // Anything already pending for the key was applied later and
+                // so is newer: keep it.
+                if let Entry::Vacant(slot) = self.pending.entry(key) {
+                    self.pending_bytes += record.weight();
+                    slot.insert(record);
+                }
+            }
+            self.in_flight_bytes = 0;
+        }
+    }
+}
+
+/// Flush statistics for health and metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlushStats {
+    /// Records waiting in the buffer (pending and in flight).
+    pub backlog_records: usize,
+    /// Bytes waiting in the buffer.
+    pub backlog_bytes: usize,
+    /// Successful store writes.
+    pub flushes: u64,
+    /// Failed store writes (each retried later).
+    pub failures: u64,
+    /// The last store error, cleared by the next successful flush.
+    pub last_error: Option<String>,
+    /// Duration of the last successful flush in microseconds.
+    pub last_flush_micros: u64,
+}
+
+/// The write path from a fragment's partitions to the store.
+///
+/// Winning mutations are enqueued in apply order under the partition lock,
+/// each getting a sequence number. A flush takes everything pending as one
+/// batch (one flush at a time per fragment) and hands it to the node's
+/// group-commit thread. A writer that asked for `wal` or `sync` waits until a
+/// flush covering its sequence number succeeded.
+///
+/// Failure: a failed flush puts its batch back (older than anything enqueued
+/// since), counts the failure, and the next flush retries it. Nothing
+/// enqueued is dropped; when the backlog reaches `limit_bytes`, new writes are
+/// refused with [`BacklogFull`] before they are applied.
+pub struct Persistence {
+    fragment: FragmentId,
+    committer: Arc<Committer>,
+    buffer: parking_lot::Mutex<Buffer>,
+    /// One flush at a time: keeps batches in order.
+    ordering: tokio::sync::Mutex<()>,
+    durable_seq: AtomicU64,
+    synced_seq: AtomicU64,
+    flushes: AtomicU64,
+    failures: AtomicU64,
+    last_flush_micros: AtomicU64,
+    limit_bytes: usize,
+    flush_records: usize,
+}
+
+impl Persistence {
+    /// A buffer for `fragment` that flushes through `committer`, starts a
+    /// background flush once `flush_records` records are pending, and
+    /// refuses writes past `limit_bytes` of backlog.
+    pub fn new(
+        fragment: FragmentId,
+        committer: Arc<Committer>,
+        flush_records: usize,
+        limit_bytes: usize,
+    ) -> Self {
+        Self {
+            fragment,
+            committer,
+            buffer: parking_lot::Mutex::new(Buffer::default()),
+            ordering: tokio::sync::Mutex::new(()),
+            durable_seq: AtomicU64::new(0),
+            synced_seq: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            last_flush_micros: AtomicU64::new(0),
+            limit_bytes,
+            flush_records,
+        }
+    }
+
+    /// Refuse a write of `weight` bytes when the backlog is full. Call under
+    /// the partition lock before applying, then [`Self::enqueue`].
+    pub fn check_room(&self, weight: usize) -> Result<(), BacklogFull> {
+        let buffer = self.buffer.lock();
+        let used = buffer.pending_bytes + buffer.in_flight_bytes;
+        if used + weight > self.limit_bytes && used > 0 {
+            return Err(BacklogFull {
+                fragment: self.fragment,
+                pending_bytes: used,
+                limit_bytes: self.limit_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Enqueue a winning record; returns its sequence number and whether the
+    /// buffer is large enough that a background flush should start. Call
+    /// under the partition lock so the buffer sees mutations in apply order.
+    pub fn enqueue(&self, table: &TableName, key: &Arc<str>, record: &Record) -> (u64, bool) {
+        let mut buffer = self.buffer.lock();
+        let weight = record.weight() + key.len();
+        match buffer.pending.entry((table.clone(), key.clone())) {
+            Entry::Occupied(mut slot) => {
+                let old = slot.get().weight() + key.len();
+                slot.insert(record.clone());
+                buffer.pending_bytes = buffer.pending_bytes + weight - old;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(record.clone());
+                buffer.pending_bytes += weight;
+            }
+        }
+        buffer.enqueued_seq += 1;
+        (
+            buffer.enqueued_seq,
+            buffer.pending.len() >= self.flush_records,
+        )
+    }
+
+    /// Wait until every record enqueued up to `seq` is in the store's log
+    /// (and fsynced with `sync`). Runs the flush on its own task so that a
+    /// caller that gives up cannot leave a batch half-handled.
+    pub async fn flush_through(self: &Arc<Self>, seq: u64, sync: bool) -> Result<(), StoreError> {
+        if self.is_covered(seq, sync) {
+            return Ok(());
+        }
+        let this = self.clone();
+        tokio::spawn(async move { this.flush_covering(seq, sync).await })
+            .await
+            .map_err(|e| StoreError::Engine(format!("flush task failed: {e}")))?
+    }
+
+    /// Flush everything enqueued so far.
+    pub async fn flush(self: &Arc<Self>) -> Result<(), StoreError> {
+        let seq = self.buffer.lock().enqueued_seq;
+        self.flush_through(seq, false).await
+    }
+
+    /// Start a flush in the background (after a large burst of `memory` writes).
+    pub fn flush_in_background(self: &Arc<Self>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _ = this.flush().await;
+        });
+    }
+
+    fn is_covered(&self, seq: u64, sync: bool) -> bool {
+        let done = if sync {
+            &self.synced_seq
+        } else {
+            &self.durable_seq
+        };
+        done.load(Ordering::Acquire) >= seq
+    }
+
+    async fn flush_covering(&self, seq: u64, sync: bool) -> Result<(), StoreError> {
+        let _ordering = self.ordering.lock().await;
+        // A flush that ran while we waited for the lock may have covered us.
+        if self.is_covered(seq, sync) {
+            return Ok(());
+        }
+        let (batch, batch_seq) = {
+            let mut buffer = self.buffer.lock();
+            buffer.restore_in_flight();
+            let pending = std::mem::take(&mut buffer.pending);
+            buffer.in_flight_bytes = std::mem::take(&mut buffer.pending_bytes);
+            let batch = StoreBatch {
+                records: pending
+                    .iter()
+                    .map(|((table, key), record)| StoredRecord {
+                        fragment: self.fragment,
+                        table: table.clone(),
+                        key: key.clone(),
+                        record: record.clone(),
+                    })
+                    .collect(),
+            };
+            buffer.in_flight = Some(pending);
+            (batch, buffer.enqueued_seq)
+        };
+        let started = Instant::now();
+        let outcome = self.committer.commit(batch, sync).await;
+        let mut buffer = self.buffer.lock();
+        match outcome {
+            Ok(()) => {
+                buffer.in_flight = None;
+                buffer.in_flight_bytes = 0;
+                buffer.last_error = None;
+                self.durable_seq.fetch_max(batch_seq, Ordering::AcqRel);
+                if sync {
+                    self.synced_seq.fetch_max(batch_seq, Ordering::AcqRel);
+                }
+                self.flushes.fetch_add(1, Ordering::Relaxed);
+                self.last_flush_micros
+                    .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(error) => {
+                buffer.restore_in_flight();
+                buffer.last_error = Some(error.to_string());
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(fragment = self.fragment, %error, backlog = buffer.pending.len(), "flush failed; batch retained for retry");
+                Err(error)
+            }
+        }
+    }
+
+    /// Whether anything waits to be flushed.
+    pub fn has_backlog(&self) -> bool {
+        let buffer = self.buffer.lock();
+        !buffer.pending.is_empty() || buffer.in_flight.is_some()
+    }
+
+    /// Current flush statistics.
+    pub fn stats(&self) -> FlushStats {
+        let buffer = self.buffer.lock();
+        FlushStats {
+            backlog_records: buffer.pending.len()
+                + buffer.in_flight.as_ref().map_or(0, |b| b.len()),
+            backlog_bytes: buffer.pending_bytes + buffer.in_flight_bytes,
+            flushes: self.flushes.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            last_error: buffer.last_error.clone(),
+            last_flush_micros: self.last_flush_micros.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Version;
+    use crate::store::{KvStore, MemoryStore};
+    use bytes::Bytes;
+
+    fn record(at: u64, value: &str) -> Record {
+        Record::live(
+            Version {
+                hlc_ms: at,
+                counter: 0,
+                writer: Arc::from("w"),
+            },
+            Bytes::from(value.to_string()),
+            None,
+        )
+    }
+
+    fn setup(limit: usize) -> (Arc<MemoryStore>, Arc<Persistence>) {
+        let store = Arc::new(MemoryStore::new());
+        let committer = Arc::new(Committer::start(store.clone()).unwrap());
+        (store, Arc::new(Persistence::new(0, committer, 1000, limit)))
+    }
+
+    fn loaded(store: &MemoryStore) -> HashMap<String, Record> {
+        let mut out = HashMap::new();
+        store
+            .load_fragment(0, &mut |r| {
+                out.insert(r.key.to_string(), r.record);
+                Ok(())
+            })
+            .unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn a_failed_flush_keeps_its_batch_and_the_retry_writes_the_newest() {
+        let (store, persistence) = setup(1 << 20);
+        let table = TableName::new("t").unwrap();
+        let key: Arc<str> = Arc::from("k");
+        let (seq1, _) = persistence.enqueue(&table, &key, &record(1, "one"));
+        store.set_failing(true);
+        assert!(persistence.flush_through(seq1, false).await.is_err());
+        let stats = persistence.stats();
+        assert_eq!((stats.backlog_records, stats.failures), (1, 1));
+        assert!(stats.last_error.is_some());
+        // A newer write for the same key arrives while the old batch is retained.
+        let (seq2, _) = persistence.enqueue(&table, &key, &record(2, "two"));
+        let other: Arc<str> = Arc::from("other");
+        persistence.enqueue(&table, &other, &record(2, "x"));
+        store.set_failing(false);
+        persistence.flush_through(seq2, true).await.unwrap();
+        let persisted = loaded(&store);
+        assert_eq!(persisted["k"].value, Bytes::from("two"));
+        assert_eq!(persisted["other"].value, Bytes::from("x"));
+        assert_eq!(persistence.stats().backlog_records, 0);
+        assert_eq!(persistence.stats().last_error, None);
+    }
+
+    #[tokio::test]
+    async fn the_backlog_limit_refuses_before_anything_is_lost() {
+        let (store, persistence) = setup(300);
+        let table = TableName::new("t").unwrap();
+        store.set_failing(true);
+        let key: Arc<str> = Arc::from("a");
+        persistence.check_room(100).unwrap();
+        persistence.enqueue(&table, &key, &record(1, &"x".repeat(200)));
+        assert!(persistence.flush().await.is_err());
+        let full = persistence.check_room(200).unwrap_err();
+        assert_eq!(full.fragment, 0);
+        assert!(full.to_string().contains("retry later"));
+        store.set_failing(false);
+        persistence.flush().await.unwrap();
+        persistence.check_room(200).unwrap();
+        assert_eq!(loaded(&store).len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_are_each_covered_by_a_flush() {
+        let (store, persistence) = setup(1 << 30);
+        let table = TableName::new("t").unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..200u64 {
+            let persistence = persistence.clone();
+            let table = table.clone();
+            tasks.push(tokio::spawn(async move {
+                let key: Arc<str> = Arc::from(format!("k{i}"));
+                let (seq, _) = persistence.enqueue(&table, &key, &record(i, "v"));
+                persistence.flush_through(seq, false).await.unwrap();
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(loaded(&store).len(), 200);
+        assert!(persistence.stats().flushes <= 200);
+    }
+}

@@ -1,0 +1,169 @@
+//! Worker pool priorities, bounded admission and counted shedding.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Which pool an operation runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Priority {
+    /// Point reads and writes from clients.
+    High,
+    /// Everything else from clients.
+    Default,
+    /// Scans and expiry work.
+    Background,
+}
+
+impl Priority {
+    /// All priorities, in pool order.
+    pub const ALL: [Priority; 3] = [Priority::High, Priority::Default, Priority::Background];
+
+    /// Short name used in health, metrics and errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::High => "high",
+            Priority::Default => "default",
+            Priority::Background => "background",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Size of one worker pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Worker actors in the pool (at least 1).
+    pub workers: usize,
+    /// Operations admitted and not yet finished, at most (at least 1). One
+    /// more is shed.
+    pub capacity: usize,
+}
+
+/// An operation could not be admitted: the pool's queue is full.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("fragment {fragment} {pool} pool is full ({capacity} operations queued); retry shortly")]
+pub struct Shed {
+    /// Fragment whose pool is full.
+    pub fragment: u32,
+    /// Pool name.
+    pub pool: &'static str,
+    /// The pool's capacity.
+    pub capacity: usize,
+}
+
+#[derive(Debug)]
+struct Gauge {
+    queued: AtomicUsize,
+    shed: AtomicU64,
+    capacity: usize,
+}
+
+/// Bounded admission to a fragment's pools. Every admitted operation holds a
+/// [`Permit`] until it finishes (or is dropped with a dead worker), so the
+/// bound covers the dispatcher's and the workers' mailboxes together.
+#[derive(Debug)]
+pub struct Admission {
+    fragment: u32,
+    gauges: [Gauge; 3],
+}
+
+/// Proof of admission; releases its slot when dropped.
+#[derive(Debug)]
+pub struct Permit {
+    admission: Arc<Admission>,
+    priority: Priority,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.admission.gauges[self.priority.index()]
+            .queued
+            .fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Permit {
+    /// The pool this permit belongs to.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+}
+
+impl Admission {
+    /// Admission for `fragment` with one capacity per pool, in [`Priority::ALL`] order.
+    pub fn new(fragment: u32, capacities: [usize; 3]) -> Arc<Self> {
+        let gauge = |capacity: usize| Gauge {
+            queued: AtomicUsize::new(0),
+            shed: AtomicU64::new(0),
+            capacity: capacity.max(1),
+        };
+        Arc::new(Self {
+            fragment,
+            gauges: capacities.map(gauge),
+        })
+    }
+
+    /// Admit one operation, or shed it (counted) when the pool is full.
+    pub fn admit(self: &Arc<Self>, priority: Priority) -> Result<Permit, Shed> {
+        let gauge = &self.gauges[priority.index()];
+        let queued = gauge.queued.fetch_add(1, Ordering::AcqRel);
+        if queued >= gauge.capacity {
+            gauge.queued.fetch_sub(1, Ordering::AcqRel);
+            gauge.shed.fetch_add(1, Ordering::Relaxed);
+            return Err(Shed {
+                fragment: self.fragment,
+                pool: priority.name(),
+                capacity: gauge.capacity,
+            });
+        }
+        Ok(Permit {
+            admission: self.clone(),
+            priority,
+        })
+    }
+
+    /// Operations admitted and not finished, per pool.
+    pub fn queued(&self, priority: Priority) -> usize {
+        self.gauges[priority.index()].queued.load(Ordering::Acquire)
+    }
+
+    /// Operations shed since start, per pool.
+    pub fn shed(&self, priority: Priority) -> u64 {
+        self.gauges[priority.index()].shed.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_is_bounded_and_shedding_is_counted() {
+        let admission = Admission::new(3, [2, 1, 1]);
+        let a = admission.admit(Priority::High).unwrap();
+        let _b = admission.admit(Priority::High).unwrap();
+        let shed = admission.admit(Priority::High).unwrap_err();
+        assert_eq!(
+            shed,
+            Shed {
+                fragment: 3,
+                pool: "high",
+                capacity: 2
+            }
+        );
+        assert_eq!(admission.shed(Priority::High), 1);
+        assert_eq!(admission.queued(Priority::High), 2);
+        assert!(
+            admission.admit(Priority::Default).is_ok(),
+            "pools are independent"
+        );
+        drop(a);
+        assert!(
+            admission.admit(Priority::High).is_ok(),
+            "a finished operation frees its slot"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! A fragment's shared state: its table partitions, write buffer and expiry
+//! wake-up, shared by the dispatcher, workers, cleaner and snapshotter.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+use tokio::sync::Notify;
+
+use super::flush::{BacklogFull, Persistence};
+use super::partition::{ApplyOutcome, Partition, PartitionSnapshot};
+use crate::names::TableName;
+use crate::node::clock::HybridClock;
+use crate::record::{Record, Version};
+use crate::store::FragmentId;
+
+/// A mutation of one key, before it has a version.
+#[derive(Debug, Clone)]
+pub enum Mutation {
+    /// Store a value with an optional deadline (Unix ms).
+    Put {
+        /// The value bytes.
+        value: Bytes,
+        /// Deadline, if the record has a TTL.
+        expires_at_ms: Option<u64>,
+    },
+    /// Delete the key if it is visible.
+    Delete,
+}
+
+/// What a write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The write was applied with `version`; `seq` is its place in the
+    /// fragment's write buffer, to wait on for durability.
+    Applied {
+        /// The version given to the new record.
+        version: Version,
+        /// Buffer sequence number.
+        seq: u64,
+    },
+    /// A delete found no visible record; nothing was written.
+    NotFound,
+}
+
+/// Wakes the cleaner when a deadline earlier than its planned wake-up appears.
+#[derive(Debug)]
+pub struct ExpiryWake {
+    planned_ms: AtomicU64,
+    notify: Notify,
+}
+
+impl ExpiryWake {
+    fn new() -> Self {
+        Self {
+            planned_ms: AtomicU64::new(u64::MAX),
+            notify: Notify::new(),
+        }
+    }
+
+    /// Record when the cleaner plans to wake next.
+    pub fn plan(&self, at_ms: u64) {
+        self.planned_ms.store(at_ms, Ordering::Release);
+    }
+
+    /// Called for every new deadline: wakes the cleaner if it sleeps past it.
+    pub fn offer(&self, deadline_ms: u64) {
+        if deadline_ms < self.planned_ms.load(Ordering::Acquire) {
+            self.planned_ms.store(deadline_ms, Ordering::Release);
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// A future that resolves when an earlier deadline is offered. Create it
+    /// (and `enable` it) before reading the deadlines it guards, so an offer
+    /// in between is not missed.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+/// Per-table numbers for listings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// The table.
+    pub table: TableName,
+    /// Live records in this fragment's partition.
+    pub live: usize,
+    /// All records, tombstones included.
+    pub records: usize,
+    /// Current revision.
+    pub revision: u64,
+}
+
+/// Shared state of one fragment. Partition locks are held only for in-memory
+/// work (never across I/O or `.await`), so readers and writers never wait on
+/// the store.
+pub struct FragmentState {
+    id: FragmentId,
+    partitions: RwLock<HashMap<TableName, Arc<RwLock<Partition>>>>,
+    persistence: Arc<Persistence>,
+    clock: Arc<HybridClock>,
+    expiry_wake: ExpiryWake,
+}
+
+impl FragmentState {
+    /// State for fragment `id` with loaded `partitions`.
+    pub fn new(
+        id: FragmentId,
+        partitions: HashMap<TableName, Partition>,
+        persistence: Arc<Persistence>,
+        clock: Arc<HybridClock>,
+    ) -> Self {
+        Self {
+            id,
+            partitions: RwLock::new(
+                partitions
+                    .into_iter()
+                    .map(|(table, partition)| (table, Arc::new(RwLock::new(partition))))
+                    .collect(),
+            ),
+            persistence,
+            clock,
+            expiry_wake: ExpiryWake::new(),
+        }
+    }
+
+    /// This fragment's id.
+    pub fn id(&self) -> FragmentId {
+        self.id
+    }
+
+    /// The write buffer.
+    pub fn persistence(&self) -> &Arc<Persistence> {
+        &self.persistence
+    }
+
+    /// The cleaner's wake-up.
+    pub fn expiry_wake(&self) -> &ExpiryWake {
+        &self.expiry_wake
+    }
+
+    /// The partition of `table`, if the table has records here.
+    pub fn partition(&self, table: &TableName) -> Option<Arc<RwLock<Partition>>> {
+        self.partitions.read().get(table).cloned()
+    }
+
+    fn partition_or_create(&self, table: &TableName) -> Arc<RwLock<Partition>> {
+        if let Some(partition) = self.partition(table) {
+            return partition;
+        }
+        self.partitions
+            .write()
+            .entry(table.clone())
+            .or_default()
+            .clone()
+    }
+
+    /// Every partition with its table, in no particular order.
+    pub fn partitions(&self) -> Vec<(TableName, Arc<RwLock<Partition>>)> {
+        self.partitions
+            .read()
+            .iter()
+            .map(|(table, partition)| (table.clone(), partition.clone()))
+            .collect()
+    }
+
+    /// The record of `key` if it is visible at `now_ms`.
+    pub fn get(&self, table: &TableName, key: &str, now_ms: u64) -> Option<Record> {
+        let partition = self.partition(table)?;
+        let partition = partition.read();
+        partition
+            .get(key)
+            .filter(|record| record.is_visible_at(now_ms))
+            .cloned()
+    }
+
+    /// A consistent view of `table`'s partition, if it exists.
+    pub fn snapshot(&self, table: &TableName) -> Option<PartitionSnapshot> {
+        self.partition(table).map(|p| p.read().snapshot())
+    }
+
+    /// Apply a client mutation: version it from the node clock, merge it
+    /// under last-writer-wins and enqueue it for the store, all under the
+    /// partition lock so versions, the index and the buffer agree on order.
+    /// A full backlog refuses the write before anything changes.
+    pub fn apply(
+        &self,
+        table: &TableName,
+        key: &Arc<str>,
+        mutation: Mutation,
+        now_ms: u64,
+    ) -> Result<WriteOutcome, BacklogFull> {
+        let partition = match &mutation {
+            Mutation::Put { .. } => self.partition_or_create(table),
+            Mutation::Delete => match self.partition(table) {
+                Some(partition) => partition,
+                None => return Ok(WriteOutcome::NotFound),
+            },
+        };
+        let mut partition = partition.write();
+        if matches!(mutation, Mutation::Delete)
+            && !partition.get(key).is_some_and(|r| r.is_visible_at(now_ms))
+        {
+            return Ok(WriteOutcome::NotFound);
+        }
+        let weight = match &mutation {
+            Mutation::Put { value, .. } => value.len() + key.len() + 64,
+            Mutation::Delete => key.len() + 64,
+        };
+        self.persistence.check_room(weight)?;
+        let version = self.clock.tick();
+        let record = match mutation {
+            Mutation::Put {
+                value,
+                expires_at_ms,
+            } => Record::live(version.clone(), value, expires_at_ms),
+            Mutation::Delete => Record::tombstone(version.clone()),
+        };
+        let deadline = record.deadline();
+        let (seq, full) = self.persistence.enqueue(table, key, &record);
+        let outcome = partition.apply(key.clone(), record);
+        debug_assert!(
+            matches!(outcome, ApplyOutcome::Applied { .. }),
+            "a fresh clock version always wins"
+        );
+        drop(partition);
+        if let Some(deadline) = deadline {
+            self.expiry_wake.offer(deadline);
+        }
+        if full {
+            self.persistence.flush_in_background();
+        }
+        Ok(WriteOutcome::Applied { version, seq })
+    }
+
+    /// The earliest deadline over all partitions of this fragment.
+    pub fn earliest_deadline(&self) -> Option<u64> {
+        self.partitions()
+            .iter()
+            .filter_map(|(_, partition)| partition.read().earliest_deadline())
+            .min()
+    }
+
+    /// Per-table numbers of this fragment.
+    pub fn partition_infos(&self) -> Vec<PartitionInfo> {
+        self.partitions()
+            .into_iter()
+            .map(|(table, partition)| {
+                let partition = partition.read();
+                PartitionInfo {
+                    table,
+                    live: partition.live_count(),
+                    records: partition.len(),
+                    revision: partition.revision(),
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,30 @@
+//! ebb's server side: the record model, storage, the per-fragment actor
+//! runtime, the node and the embedded API.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use ebb_host::{Node, NodeConfig, PutOptions};
+//! use std::time::Duration;
+//!
+//! let node = Node::open(NodeConfig::new("./ebb-data")).await?;
+//! let users = node.table("users")?;
+//! users.put("user:1", "Ada", PutOptions::default()).await?;
+//! users.put("session:9", "token", PutOptions::default().ttl(Duration::from_secs(30))).await?;
+//! assert_eq!(users.get("user:1").await?.unwrap().value, "Ada");
+//! node.shutdown().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod error;
+pub mod fragment;
+pub mod names;
+pub mod node;
+pub mod record;
+pub mod store;
+pub mod table;
+
+pub use error::{Error, OpenError, ShutdownError};
+pub use node::config::NodeConfig;
+pub use node::{BootStats, Node, NodeHealth, TableInfo};
+pub use record::{Record, RecordKind, Version};
+pub use table::{BatchOp, BatchOutcome, Durability, Entry, Expiry, PutOptions, Table};

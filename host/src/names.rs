@@ -1,0 +1,138 @@
+//! Validation of table names and keys: the only shapes the store accepts.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Longest key in bytes.
+pub const MAX_KEY_BYTES: usize = 4096;
+/// Longest table name in bytes.
+pub const MAX_TABLE_NAME_BYTES: usize = 63;
+/// Prefix reserved for system tables.
+pub const RESERVED_TABLE_PREFIX: &str = "ebb_";
+
+/// A validated table name: `[a-z_][a-z0-9_]{0,62}`, stored lower-case.
+/// Cloning is cheap.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableName(Arc<str>);
+
+/// Why a table name or key was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// The table name does not match the allowed pattern.
+    #[error(
+        "invalid table name {name:?}: use 1 to 63 characters from a-z, 0-9 and _, not starting with a digit"
+    )]
+    InvalidTable {
+        /// The name as given (shortened when very long).
+        name: String,
+    },
+    /// The table name starts with the reserved prefix.
+    #[error("table name {name:?} is reserved: names starting with `ebb_` belong to system tables")]
+    ReservedTable {
+        /// The name as given.
+        name: String,
+    },
+    /// The key is empty.
+    #[error("key must not be empty")]
+    EmptyKey,
+    /// The key is longer than [`MAX_KEY_BYTES`].
+    #[error("key is {len} bytes; keys are at most {MAX_KEY_BYTES} bytes")]
+    KeyTooLong {
+        /// Length of the refused key in bytes.
+        len: usize,
+    },
+}
+
+impl TableName {
+    /// Validate a user-supplied table name. Names are case-insensitive and
+    /// stored lower-case; the `ebb_` prefix is refused.
+    pub fn new(name: &str) -> Result<Self, NameError> {
+        let table = Self::parse(name)?;
+        if table.0.starts_with(RESERVED_TABLE_PREFIX) {
+            return Err(NameError::ReservedTable {
+                name: name.to_string(),
+            });
+        }
+        Ok(table)
+    }
+
+    /// Validate a name that may use the reserved prefix (system tables and
+    /// names read back from storage).
+    pub fn system(name: &str) -> Result<Self, NameError> {
+        Self::parse(name)
+    }
+
+    fn parse(name: &str) -> Result<Self, NameError> {
+        let lower = name.to_ascii_lowercase();
+        let bytes = lower.as_bytes();
+        let valid = !bytes.is_empty()
+            && bytes.len() <= MAX_TABLE_NAME_BYTES
+            && (bytes[0].is_ascii_lowercase() || bytes[0] == b'_')
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_');
+        if !valid {
+            let shown: String = name.chars().take(80).collect();
+            return Err(NameError::InvalidTable { name: shown });
+        }
+        Ok(Self(Arc::from(lower)))
+    }
+
+    /// The lower-case name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Check a key: UTF-8 (guaranteed by `&str`), 1 to [`MAX_KEY_BYTES`] bytes.
+pub fn validate_key(key: &str) -> Result<(), NameError> {
+    if key.is_empty() {
+        return Err(NameError::EmptyKey);
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(NameError::KeyTooLong { len: key.len() });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_are_lower_cased_and_validated() {
+        assert_eq!(TableName::new("Users").unwrap().as_str(), "users");
+        assert_eq!(TableName::new("_t9").unwrap().as_str(), "_t9");
+        assert!(TableName::new(&"a".repeat(63)).is_ok());
+        for bad in ["", "9lives", "a-b", "a b", "é", &"a".repeat(64)] {
+            assert!(
+                matches!(TableName::new(bad), Err(NameError::InvalidTable { .. })),
+                "{bad:?} must be refused"
+            );
+        }
+        assert!(matches!(
+            TableName::new("EBB_meta"),
+            Err(NameError::ReservedTable { .. })
+        ));
+        assert!(TableName::system("ebb_meta").is_ok());
+    }
+
+    #[test]
+    fn keys_have_bounded_length() {
+        assert_eq!(validate_key(""), Err(NameError::EmptyKey));
+        assert!(validate_key("k").is_ok());
+        assert!(validate_key(&"k".repeat(MAX_KEY_BYTES)).is_ok());
+        assert_eq!(
+            validate_key(&"k".repeat(MAX_KEY_BYTES + 1)),
+            Err(NameError::KeyTooLong {
+                len: MAX_KEY_BYTES + 1
+            })
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! Node settings with their defaults, in one place.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::fragment::pool::PoolConfig;
+
+/// Fragments of a new data dir unless configured otherwise.
+pub const DEFAULT_FRAGMENTS: u32 = 16;
+/// Largest value accepted by default.
+pub const DEFAULT_MAX_VALUE_BYTES: usize = 1024 * 1024;
+/// Largest value the limit can be raised to.
+pub const MAX_VALUE_BYTES_CEILING: usize = 16 * 1024 * 1024;
+/// Most fragments a data dir can have.
+pub const MAX_FRAGMENTS: u32 = 1024;
+
+/// Settings of a [`crate::Node`]. `NodeConfig::new(dir)` gives the defaults;
+/// the builder methods change one setting each.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Data directory (created if missing). Default `./ebb-data`.
+    pub data_dir: PathBuf,
+    /// Fragment count for a new data dir; for an existing one, `Some(n)` must
+    /// match what it was created with. Default: `None` (16 for a new dir).
+    pub fragments: Option<u32>,
+    /// Largest value in bytes. Default 1 MiB, at most 16 MiB.
+    pub max_value_bytes: usize,
+    /// Buffered (`memory`) writes reach the store within this interval.
+    /// Default 100 ms.
+    pub flush_interval: Duration,
+    /// A fragment starts a flush once this many records are buffered.
+    /// Default 4096.
+    pub flush_records: usize,
+    /// Bytes a fragment may buffer for the store before refusing writes
+    /// (only reached when the store is slow or failing). Default 64 MiB.
+    pub max_backlog_bytes: usize,
+    /// The cleaner sweeps at least this often besides waking at deadlines.
+    /// Default 1 s.
+    pub clean_interval: Duration,
+    /// Client point operations. Default 2 workers, 4096 queued.
+    pub high_pool: PoolConfig,
+    /// Other client work. Default 1 worker, 1024 queued.
+    pub default_pool: PoolConfig,
+    /// Scans and expiry work. Default 1 worker, 256 queued.
+    pub background_pool: PoolConfig,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("ebb-data"),
+            fragments: None,
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            flush_interval: Duration::from_millis(100),
+            flush_records: 4096,
+            max_backlog_bytes: 64 * 1024 * 1024,
+            clean_interval: Duration::from_secs(1),
+            high_pool: PoolConfig {
+                workers: 2,
+                capacity: 4096,
+            },
+            default_pool: PoolConfig {
+                workers: 1,
+                capacity: 1024,
+            },
+            background_pool: PoolConfig {
+                workers: 1,
+                capacity: 256,
+            },
+        }
+    }
+}
+
+/// A setting is out of range.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(pub String);
+
+impl NodeConfig {
+    /// Defaults with the data directory `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Set the fragment count (see [`NodeConfig::fragments`]).
+    pub fn fragments(mut self, fragments: u32) -> Self {
+        self.fragments = Some(fragments);
+        self
+    }
+
+    /// Set the largest accepted value.
+    pub fn max_value_bytes(mut self, bytes: usize) -> Self {
+        self.max_value_bytes = bytes;
+        self
+    }
+
+    /// Set the flush interval of buffered writes.
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.flush_interval = interval;
+        self
+    }
+
+    /// Set the cleaner's fallback sweep interval.
+    pub fn clean_interval(mut self, interval: Duration) -> Self {
+        self.clean_interval = interval;
+        self
+    }
+
+    /// Set the client point-operation pool.
+    pub fn high_pool(mut self, pool: PoolConfig) -> Self {
+        self.high_pool = pool;
+        self
+    }
+
+    /// Set the backlog limit per fragment.
+    pub fn max_backlog_bytes(mut self, bytes: usize) -> Self {
+        self.max_backlog_bytes = bytes;
+        self
+    }
+
+    /// Check every setting; the error names the setting and its range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(fragments) = self.fragments
+            && !(1..=MAX_FRAGMENTS).contains(&fragments)
+        {
+            return Err(ConfigError(format!(
+                "fragments is {fragments}; use 1 to {MAX_FRAGMENTS}"
+            )));
+        }
+        if self.max_value_bytes == 0 || self.max_value_bytes > MAX_VALUE_BYTES_CEILING {
+            return Err(ConfigError(format!(
+                "max_value_bytes is {}; use 1 to {MAX_VALUE_BYTES_CEILING}",
+                self.max_value_bytes
+            )));
+        }
+        if self.flush_interval.is_zero() || self.clean_interval.is_zero() {
+            return Err(ConfigError(
+                "flush_interval and clean_interval must be at least 1 ms".into(),
+            ));
+        }
+        for (name, pool) in [
+            ("high_pool", self.high_pool),
+            ("default_pool", self.default_pool),
+            ("background_pool", self.background_pool),
+        ] {
+            if pool.workers == 0 || pool.capacity == 0 || pool.workers > 64 {
+                return Err(ConfigError(format!(
+                    "{name} needs 1 to 64 workers and a capacity of at least 1"
+                )));
+            }
+        }
+        if self.max_backlog_bytes < self.max_value_bytes {
+            return Err(ConfigError(
+                "max_backlog_bytes must be at least max_value_bytes".into(),
+            ));
+        }
+        Ok(())
+    }
+}

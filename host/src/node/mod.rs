@@ -1,0 +1,333 @@
+//! The node: owns the store, the clock, the fragments and their router, the
+//! operation gate, and the boot and shutdown sequences.
+
+pub mod boot;
+pub mod clock;
+pub mod config;
+pub mod gate;
+pub mod router;
+
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+use crate::error::{OpenError, ShutdownError};
+use crate::fragment::flush::Persistence;
+use crate::fragment::runtime::FragmentConfig;
+use crate::fragment::state::FragmentState;
+use crate::fragment::{Fragment, FragmentHealth};
+use crate::names::TableName;
+use crate::store::{Committer, DataDirMeta, KvStore, RocksStore, StoreError};
+use crate::table::Table;
+use clock::{HybridClock, now_ms};
+use config::{DEFAULT_FRAGMENTS, NodeConfig};
+use gate::OperationGate;
+use router::Router;
+
+/// A table with its live record count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableInfo {
+    /// The table.
+    pub name: TableName,
+    /// Live records over all fragments (records past their deadline count
+    /// until the cleaner converts them, normally within milliseconds).
+    pub live_records: usize,
+}
+
+/// What boot found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootStats {
+    /// Records loaded from the store.
+    pub records: usize,
+    /// Records that expired while the node was down, converted before serving.
+    pub converted: usize,
+}
+
+/// Health of the whole node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeHealth {
+    /// Whether the node admits operations.
+    pub accepting: bool,
+    /// Operations in progress.
+    pub active_operations: usize,
+    /// Per-fragment reports, in fragment order; `None` when a supervisor did
+    /// not answer.
+    pub fragments: Vec<Option<FragmentHealth>>,
+}
+
+impl NodeHealth {
+    /// Accepting, and every fragment answered and is healthy.
+    pub fn is_healthy(&self) -> bool {
+        self.accepting
+            && self
+                .fragments
+                .iter()
+                .all(|f| f.as_ref().is_some_and(FragmentHealth::is_healthy))
+    }
+}
+
+pub(crate) struct NodeInner {
+    pub(crate) config: NodeConfig,
+    pub(crate) meta: DataDirMeta,
+    pub(crate) router: Router,
+    pub(crate) fragments: Vec<Fragment>,
+    pub(crate) gate: OperationGate,
+    /// Taken out (and so closed) by a completed shutdown.
+    store: parking_lot::Mutex<Option<Arc<dyn KvStore>>>,
+    committer: Arc<Committer>,
+    clock: Arc<HybridClock>,
+    boot: BootStats,
+    closed: Mutex<bool>,
+}
+
+/// An ebb node. Cheap to clone; all clones share the node.
+///
+/// Open it with [`Node::open`] inside a tokio runtime and end it with
+/// [`Node::shutdown`], which drains admitted work and flushes everything;
+/// dropping a node without shutting it down loses only `memory`-durability
+/// writes of the last flush interval.
+#[derive(Clone)]
+pub struct Node {
+    pub(crate) inner: Arc<NodeInner>,
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| StoreError::Engine(format!("blocking task failed: {e}")))?
+}
+
+impl Node {
+    /// Open (or create) the data dir of `config` and start serving: load
+    /// every record, convert records that expired while down, seed the
+    /// clock above every persisted version and start the fragments.
+    pub async fn open(config: NodeConfig) -> Result<Node, OpenError> {
+        config.validate()?;
+        let dir = config.data_dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|source| OpenError::DataDir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let store = blocking(move || RocksStore::open(&dir)).await?;
+        Self::open_with_store(config, store).await
+    }
+
+    /// Like [`Node::open`] over a given store (e.g. [`crate::store::MemoryStore`]).
+    pub async fn open_with_store(
+        config: NodeConfig,
+        store: Arc<dyn KvStore>,
+    ) -> Result<Node, OpenError> {
+        config.validate()?;
+        let meta = {
+            let store = store.clone();
+            let requested = config.fragments;
+            tokio::task::spawn_blocking(move || {
+                DataDirMeta::open(&*store, requested, DEFAULT_FRAGMENTS)
+            })
+            .await
+            .map_err(|e| StoreError::Engine(e.to_string()))??
+        };
+        let now = now_ms();
+        let mut loads = Vec::new();
+        for fragment in 0..meta.fragments {
+            let store = store.clone();
+            loads.push(tokio::task::spawn_blocking(move || {
+                boot::load_fragment(&*store, fragment, now)
+            }));
+        }
+        let mut loaded = Vec::new();
+        for load in loads {
+            loaded.push(
+                load.await
+                    .map_err(|e| StoreError::Engine(e.to_string()))??,
+            );
+        }
+        let high_water = loaded
+            .iter()
+            .map(|f| f.high_water)
+            .fold(meta.hlc_high_water, Ord::max);
+        let clock = Arc::new(HybridClock::new(
+            meta.node_id.clone(),
+            high_water.0,
+            high_water.1,
+        ));
+        let boot = BootStats {
+            records: loaded.iter().map(|f| f.records).sum(),
+            converted: loaded.iter().map(|f| f.converted).sum(),
+        };
+        let committer = Arc::new(Committer::start(store.clone())?);
+        let fragment_config = FragmentConfig {
+            pools: [
+                config.high_pool,
+                config.default_pool,
+                config.background_pool,
+            ],
+            flush_interval: config.flush_interval,
+            clean_interval: config.clean_interval,
+        };
+        let mut fragments: Vec<Fragment> = Vec::new();
+        for (id, fragment) in loaded.into_iter().enumerate() {
+            let id = id as u32;
+            let persistence = Arc::new(Persistence::new(
+                id,
+                committer.clone(),
+                config.flush_records,
+                config.max_backlog_bytes,
+            ));
+            let state = Arc::new(FragmentState::new(
+                id,
+                fragment.partitions,
+                persistence,
+                clock.clone(),
+            ));
+            match Fragment::start(state, fragment_config.clone()).await {
+                Ok(started) => fragments.push(started),
+                Err(error) => {
+                    // Roll back: nothing was written yet, stop what started.
+                    for started in &fragments {
+                        started.stop().await;
+                    }
+                    let closing = committer.clone();
+                    let _ = tokio::task::spawn_blocking(move || closing.close()).await;
+                    return Err(OpenError::Runtime {
+                        fragment: id,
+                        reason: error.to_string(),
+                    });
+                }
+            }
+        }
+        tracing::info!(
+            fragments = meta.fragments,
+            records = boot.records,
+            converted = boot.converted,
+            node_id = %meta.node_id,
+            "node open"
+        );
+        Ok(Node {
+            inner: Arc::new(NodeInner {
+                router: Router::new(meta.fragments),
+                config,
+                meta,
+                fragments,
+                gate: OperationGate::default(),
+                store: parking_lot::Mutex::new(Some(store)),
+                committer,
+                clock,
+                boot,
+                closed: Mutex::new(false),
+            }),
+        })
+    }
+
+    /// A handle on table `name` (validated, lower-cased). A table exists
+    /// once written to; reading a table never written is not an error.
+    pub fn table(&self, name: &str) -> Result<Table, crate::Error> {
+        Ok(Table::new(self.clone(), TableName::new(name)?))
+    }
+
+    /// Tables with at least one live record, sorted by name.
+    pub fn tables(&self) -> Vec<TableInfo> {
+        let mut counts: std::collections::BTreeMap<TableName, usize> = Default::default();
+        for fragment in &self.inner.fragments {
+            for info in fragment.state().partition_infos() {
+                *counts.entry(info.table).or_default() += info.live;
+            }
+        }
+        counts
+            .into_iter()
+            .filter(|(_, live)| *live > 0)
+            .map(|(name, live_records)| TableInfo { name, live_records })
+            .collect()
+    }
+
+    /// Per-fragment health.
+    pub async fn health(&self) -> NodeHealth {
+        let mut fragments = Vec::with_capacity(self.inner.fragments.len());
+        for fragment in &self.inner.fragments {
+            fragments.push(fragment.health().await);
+        }
+        NodeHealth {
+            accepting: self.inner.gate.is_open(),
+            active_operations: self.inner.gate.active(),
+            fragments,
+        }
+    }
+
+    /// Number of fragments (fixed for the data dir).
+    pub fn fragment_count(&self) -> u32 {
+        self.inner.meta.fragments
+    }
+
+    /// This node's id, stamped into the versions it issues.
+    pub fn node_id(&self) -> &str {
+        &self.inner.meta.node_id
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.inner.config.data_dir
+    }
+
+    /// What boot loaded and converted.
+    pub fn boot_stats(&self) -> BootStats {
+        self.inner.boot
+    }
+
+    /// The fragment a key belongs to (the same in every table).
+    pub fn fragment_of(&self, key: &str) -> u32 {
+        self.inner.router.fragment_of(key)
+    }
+
+    /// Kill one child of one fragment as a crash would; its supervisor
+    /// restarts it. For tests and failure drills.
+    pub async fn kill_fragment_child(&self, fragment: u32, child: crate::fragment::Child) {
+        if let Some(fragment) = self.inner.fragments.get(fragment as usize) {
+            fragment.kill_child(child).await;
+        }
+    }
+
+    /// Graceful shutdown: close admission, wait for admitted operations,
+    /// quiesce every fragment (final expiry pass and flush), record the
+    /// clock's high-water mark, sync and close the store.
+    ///
+    /// On error nothing buffered is dropped: the node stays closed to new
+    /// work and calling `shutdown` again retries the remaining steps.
+    pub async fn shutdown(&self) -> Result<(), ShutdownError> {
+        let mut closed = self.inner.closed.lock().await;
+        if *closed {
+            return Ok(());
+        }
+        self.inner.gate.close_and_drain().await;
+        let mut quiesces = Vec::new();
+        for fragment in &self.inner.fragments {
+            quiesces.push(fragment.quiesce());
+        }
+        for result in futures::future::join_all(quiesces).await {
+            result?;
+        }
+        for fragment in &self.inner.fragments {
+            fragment.stop().await;
+        }
+        let Some(store) = self.inner.store.lock().clone() else {
+            return Err(ShutdownError::Store(StoreError::Closed));
+        };
+        let high_water = self.inner.clock.high_water();
+        let committer = self.inner.committer.clone();
+        blocking(move || {
+            DataDirMeta::save_high_water(&*store, high_water)?;
+            store.sync()?;
+            // The committer thread holds the store too: stop it, then drop
+            // our reference so the database closes (and its lock is released).
+            committer.close();
+            Ok(())
+        })
+        .await?;
+        let store = self.inner.store.lock().take();
+        let _ = tokio::task::spawn_blocking(move || drop(store)).await;
+        *closed = true;
+        tracing::info!("node shut down");
+        Ok(())
+    }
+}

@@ -1,0 +1,111 @@
+//! An in-memory `KvStore` for unit tests, with switchable write failures.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::layout::{decode_record_key, encode_record_key, fragment_prefix};
+use super::{FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
+use crate::record::Record;
+
+/// Keeps records and meta in ordered maps. `set_failing(true)` makes every
+/// write fail until it is turned off, to exercise retry paths.
+#[derive(Default)]
+pub struct MemoryStore {
+    records: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    meta: Mutex<BTreeMap<String, Vec<u8>>>,
+    failing: AtomicBool,
+    writes: AtomicU64,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Make writes fail (`true`) or succeed again (`false`).
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// Number of successful `write` calls: shows how many commits were grouped.
+    pub fn write_calls(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Number of persisted records.
+    pub fn record_count(&self) -> usize {
+        self.records.lock().len()
+    }
+}
+
+impl KvStore for MemoryStore {
+    fn load_fragment(
+        &self,
+        fragment: FragmentId,
+        visit: &mut dyn FnMut(StoredRecord) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let prefix = fragment_prefix(fragment);
+        let entries: Vec<_> = self
+            .records
+            .lock()
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (raw_key, raw_value) in entries {
+            let (fragment, table, key) = decode_record_key(&raw_key)?;
+            let record = Record::decode(&raw_value, std::sync::Arc::from).map_err(|e| {
+                StoreError::Corrupt {
+                    key: String::from_utf8_lossy(&raw_key).into_owned(),
+                    reason: e.to_string(),
+                }
+            })?;
+            visit(StoredRecord {
+                fragment,
+                table,
+                key,
+                record,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, batches: &[StoreBatch], _sync: bool) -> Result<(), StoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StoreError::Engine("injected write failure".into()));
+        }
+        let mut records = self.records.lock();
+        for batch in batches {
+            for stored in &batch.records {
+                records.insert(
+                    encode_record_key(stored.fragment, &stored.table, &stored.key),
+                    stored.record.encode(),
+                );
+            }
+        }
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn read_meta(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.meta.lock().get(key).cloned())
+    }
+
+    fn write_meta(&self, entries: &[(&str, Vec<u8>)]) -> Result<(), StoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StoreError::Engine("injected write failure".into()));
+        }
+        let mut meta = self.meta.lock();
+        for (key, value) in entries {
+            meta.insert(key.to_string(), value.clone());
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,99 @@
+//! Durable storage behind the fragment caches: the `KvStore` trait, its batch
+//! and key layout, and the implementations (RocksDB, in-memory).
+
+mod committer;
+mod layout;
+mod memory;
+mod meta;
+mod rocks;
+
+use std::sync::Arc;
+
+pub use committer::Committer;
+pub use layout::{decode_record_key, encode_record_key, fragment_prefix};
+pub use memory::MemoryStore;
+pub use meta::{DataDirMeta, FORMAT_VERSION, MetaError};
+pub use rocks::RocksStore;
+
+use crate::names::TableName;
+use crate::record::Record;
+
+/// Index of a fragment: `0..fragment_count`.
+pub type FragmentId = u32;
+
+/// A storage operation failed. The caller keeps whatever it tried to write.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The storage engine reported an error.
+    #[error("storage engine error: {0}")]
+    Engine(String),
+    /// Persisted bytes could not be decoded.
+    #[error("corrupt record in storage (key {key:?}): {reason}")]
+    Corrupt {
+        /// The raw storage key, lossily shown.
+        key: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The store was closed or its writer thread stopped.
+    #[error("store is closed")]
+    Closed,
+}
+
+/// One persisted record with its location.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRecord {
+    /// Fragment the key belongs to.
+    pub fragment: FragmentId,
+    /// Table of the record.
+    pub table: TableName,
+    /// The key.
+    pub key: Arc<str>,
+    /// The record (live, tombstone or expiry tombstone).
+    pub record: Record,
+}
+
+/// A set of writes committed atomically, in order.
+#[derive(Debug, Default, Clone)]
+pub struct StoreBatch {
+    /// Records to put (a later put of the same key in the batch wins).
+    pub records: Vec<StoredRecord>,
+}
+
+impl StoreBatch {
+    /// No writes.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Number of writes.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+}
+
+/// The durable layer. Implementations are synchronous and may block: callers
+/// run them on the committer thread or a blocking pool, never on a tokio
+/// worker.
+pub trait KvStore: Send + Sync + 'static {
+    /// Visit every record of `fragment` in key order. Errors stop the load.
+    fn load_fragment(
+        &self,
+        fragment: FragmentId,
+        visit: &mut dyn FnMut(StoredRecord) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Commit `batches` as one atomic write, in order. With `sync` the call
+    /// returns after the write is on stable storage; otherwise after it is in
+    /// the write-ahead log.
+    fn write(&self, batches: &[StoreBatch], sync: bool) -> Result<(), StoreError>;
+
+    /// Read one entry of the `meta` family.
+    fn read_meta(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Write entries of the `meta` family atomically and durably (fsync).
+    fn write_meta(&self, entries: &[(&str, Vec<u8>)]) -> Result<(), StoreError>;
+
+    /// Make everything written so far durable (fsync the log).
+    fn sync(&self) -> Result<(), StoreError>;
+}

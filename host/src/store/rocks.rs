@@ -1,0 +1,153 @@
+//! The RocksDB `KvStore`: one data directory, one column family per concern.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rocksdb::{
+    ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions,
+};
+
+use super::layout::{decode_record_key, encode_record_key, fragment_prefix};
+use super::{FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
+use crate::record::Record;
+
+/// Records: `(fragment, table, key) -> Record envelope`.
+pub const CF_RECORDS: &str = "records";
+/// Plugin modules, manifests and compiled artifacts.
+pub const CF_PLUGINS: &str = "plugins";
+/// Expiry events waiting for their handler.
+pub const CF_EXPIRY_OUTBOX: &str = "expiry_outbox";
+/// Expiry events that exhausted their attempts.
+pub const CF_DEAD_LETTERS: &str = "dead_letters";
+/// Format version, fragment count, node id, clock high-water mark.
+pub const CF_META: &str = "meta";
+
+const FAMILIES: [&str; 5] = [
+    CF_RECORDS,
+    CF_PLUGINS,
+    CF_EXPIRY_OUTBOX,
+    CF_DEAD_LETTERS,
+    CF_META,
+];
+
+/// A RocksDB database in one directory. Dropping it closes the database.
+pub struct RocksStore {
+    db: DB,
+}
+
+impl RocksStore {
+    /// Open (creating if missing) the database in `dir`. Fails when another
+    /// process holds the directory or the files are not a RocksDB database.
+    pub fn open(dir: &Path) -> Result<Arc<Self>, StoreError> {
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.create_missing_column_families(true);
+        options.set_max_background_jobs(2);
+        options.set_bytes_per_sync(1 << 20);
+        let families = FAMILIES.iter().map(|name| {
+            let mut cf = Options::default();
+            if *name == CF_RECORDS {
+                cf.set_compression_type(rocksdb::DBCompressionType::Lz4);
+            }
+            ColumnFamilyDescriptor::new(*name, cf)
+        });
+        let db = DB::open_cf_descriptors(&options, dir, families).map_err(|e| {
+            StoreError::Engine(format!("cannot open data dir {}: {e}", dir.display()))
+        })?;
+        Ok(Arc::new(Self { db }))
+    }
+
+    fn family(&self, name: &str) -> Result<&rocksdb::ColumnFamily, StoreError> {
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| StoreError::Engine(format!("column family {name} is missing")))
+    }
+}
+
+fn engine(error: rocksdb::Error) -> StoreError {
+    StoreError::Engine(error.to_string())
+}
+
+impl KvStore for RocksStore {
+    fn load_fragment(
+        &self,
+        fragment: FragmentId,
+        visit: &mut dyn FnMut(StoredRecord) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let records = self.family(CF_RECORDS)?;
+        let prefix = fragment_prefix(fragment);
+        let mut writers: Vec<Arc<str>> = Vec::new();
+        for entry in self
+            .db
+            .iterator_cf(records, IteratorMode::From(&prefix, Direction::Forward))
+        {
+            let (raw_key, raw_value) = entry.map_err(engine)?;
+            if !raw_key.starts_with(&prefix) {
+                break;
+            }
+            let (fragment, table, key) = decode_record_key(&raw_key)?;
+            // Writers repeat across records: share one allocation per writer.
+            let record = Record::decode(&raw_value, |writer| {
+                match writers.iter().find(|w| ***w == *writer) {
+                    Some(shared) => shared.clone(),
+                    None => {
+                        let shared: Arc<str> = Arc::from(writer);
+                        writers.push(shared.clone());
+                        shared
+                    }
+                }
+            })
+            .map_err(|e| StoreError::Corrupt {
+                key: String::from_utf8_lossy(&raw_key).into_owned(),
+                reason: e.to_string(),
+            })?;
+            visit(StoredRecord {
+                fragment,
+                table,
+                key,
+                record,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, batches: &[StoreBatch], sync: bool) -> Result<(), StoreError> {
+        if batches.iter().all(StoreBatch::is_empty) {
+            // Nothing new: a sync request still needs the log fsynced.
+            return if sync { self.sync() } else { Ok(()) };
+        }
+        let records = self.family(CF_RECORDS)?;
+        let mut batch = WriteBatch::default();
+        for part in batches {
+            for stored in &part.records {
+                batch.put_cf(
+                    records,
+                    encode_record_key(stored.fragment, &stored.table, &stored.key),
+                    stored.record.encode(),
+                );
+            }
+        }
+        let mut options = WriteOptions::default();
+        options.set_sync(sync);
+        self.db.write_opt(batch, &options).map_err(engine)
+    }
+
+    fn read_meta(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.db.get_cf(self.family(CF_META)?, key).map_err(engine)
+    }
+
+    fn write_meta(&self, entries: &[(&str, Vec<u8>)]) -> Result<(), StoreError> {
+        let meta = self.family(CF_META)?;
+        let mut batch = WriteBatch::default();
+        for (key, value) in entries {
+            batch.put_cf(meta, key, value);
+        }
+        let mut options = WriteOptions::default();
+        options.set_sync(true);
+        self.db.write_opt(batch, &options).map_err(engine)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.db.flush_wal(true).map_err(engine)
+    }
+}

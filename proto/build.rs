@@ -1,0 +1,13 @@
+//! Compiles the .proto files with protox (pure Rust), so no system protoc is needed.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["proto/ebb/record/v1/record.proto"];
+    for file in files {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let descriptors = protox::compile(files, ["proto"])?;
+    prost_build::Config::new()
+        .bytes(["."])
+        .compile_fds(descriptors)?;
+    Ok(())
+}

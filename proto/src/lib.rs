@@ -1,0 +1,14 @@
+//! ebb's protobuf messages, generated from `proto/` at build time.
+//!
+//! `record::v1` is the persisted record envelope; its field numbers are part of
+//! the on-disk format and never change meaning.
+
+/// The persisted record envelope (`ebb.record.v1`).
+pub mod record {
+    /// Version 1 of the record envelope.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/ebb.record.v1.rs"));
+    }
+}
+
+pub use prost::Message;
