@@ -7,16 +7,24 @@
 
 CARGO ?= cargo
 PROFILE := --release
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run test bench build lint fmt prereqs clean-data
+.PHONY: run example test bench bench-http build lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
 
 build: prereqs
-	$(CARGO) build $(PROFILE) --workspace
+	$(CARGO) build $(PROFILE) --workspace --bins --examples
 
+# Binaries and examples are built together so dependency features match the
+# test build exactly and neither target rebuilds the other's dependencies.
 run: prereqs
+	$(CARGO) build $(PROFILE) --workspace --bins --examples
+	@./scripts/hints.sh
+	$(TARGET_DIR)/release/ebb serve --data-dir ebb-data
+
+example: prereqs
 	$(CARGO) run $(PROFILE) -p ebb-host --example embedded
 
 test: prereqs
@@ -25,6 +33,9 @@ test: prereqs
 
 bench: prereqs
 	$(CARGO) bench -p ebb-host --bench kv
+
+bench-http: prereqs
+	./scripts/bench-http.sh
 
 lint: prereqs
 	$(CARGO) fmt --all -- --check

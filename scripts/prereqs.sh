@@ -5,7 +5,8 @@
 set -euo pipefail
 
 need_apt=()
-if ! ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q 'libclang\.so'; then
+# bindgen needs the unversioned libclang.so that libclang-dev provides.
+if ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 && ! ls /usr/lib/*/libclang.so >/dev/null 2>&1; then
   need_apt+=(libclang-dev)
 fi
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)

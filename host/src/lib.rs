@@ -15,8 +15,11 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cli;
 pub mod error;
 pub mod fragment;
+pub mod http;
+pub mod metrics;
 pub mod names;
 pub mod node;
 pub mod record;

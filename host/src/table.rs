@@ -81,7 +81,9 @@ pub enum Expiry {
 }
 
 impl Expiry {
-    fn deadline(self, now_ms: u64) -> Result<Option<u64>, Error> {
+    /// The deadline in Unix ms for a write at `now_ms` (`None`: no TTL).
+    /// Refuses a zero TTL and deadlines after year 9999.
+    pub fn resolve(self, now_ms: u64) -> Result<Option<u64>, Error> {
         let deadline = match self {
             Expiry::Never => return Ok(None),
             Expiry::After(ttl) => {
@@ -311,7 +313,7 @@ impl Table {
         }
         Ok(Mutation::Put {
             value,
-            expires_at_ms: expiry.deadline(now_ms())?,
+            expires_at_ms: expiry.resolve(now_ms())?,
         })
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use crate::metrics::Histogram;
 use crate::names::TableName;
 use crate::record::Record;
 use crate::store::{Committer, FragmentId, StoreBatch, StoreError, StoredRecord};
@@ -97,6 +98,7 @@ pub struct Persistence {
     flushes: AtomicU64,
     failures: AtomicU64,
     last_flush_micros: AtomicU64,
+    flush_latency: Histogram,
     limit_bytes: usize,
     flush_records: usize,
 }
@@ -121,6 +123,7 @@ impl Persistence {
             flushes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             last_flush_micros: AtomicU64::new(0),
+            flush_latency: Histogram::default(),
             limit_bytes,
             flush_records,
         }
@@ -239,8 +242,10 @@ impl Persistence {
                     self.synced_seq.fetch_max(batch_seq, Ordering::AcqRel);
                 }
                 self.flushes.fetch_add(1, Ordering::Relaxed);
+                let elapsed = started.elapsed();
+                self.flush_latency.observe(elapsed);
                 self.last_flush_micros
-                    .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    .store(elapsed.as_micros() as u64, Ordering::Relaxed);
                 Ok(())
             }
             Err(error) => {
@@ -257,6 +262,11 @@ impl Persistence {
     pub fn has_backlog(&self) -> bool {
         let buffer = self.buffer.lock();
         !buffer.pending.is_empty() || buffer.in_flight.is_some()
+    }
+
+    /// Durations of successful flushes (store write included).
+    pub fn flush_latency(&self) -> &Histogram {
+        &self.flush_latency
     }
 
     /// Current flush statistics.

@@ -52,7 +52,12 @@ impl RocksStore {
             ColumnFamilyDescriptor::new(*name, cf)
         });
         let db = DB::open_cf_descriptors(&options, dir, families).map_err(|e| {
-            StoreError::Engine(format!("cannot open data dir {}: {e}", dir.display()))
+            let hint = if e.to_string().contains("lock") {
+                " (another ebb process is using this data dir; stop it or use another --data-dir)"
+            } else {
+                ""
+            };
+            StoreError::Engine(format!("cannot open data dir {}: {e}{hint}", dir.display()))
         })?;
         Ok(Arc::new(Self { db }))
     }

@@ -1,0 +1,160 @@
+//! The HTTP client shared by every CLI command.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// What a request came back with.
+#[derive(Debug)]
+pub struct Reply {
+    /// Response headers.
+    pub headers: axum::http::HeaderMap,
+    /// Response body.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// The body as JSON.
+    pub fn json(&self) -> Result<Value, ClientError> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ClientError::Protocol(format!("response is not JSON: {e}")))
+    }
+
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server could not be reached.
+    #[error("cannot reach {url}: {reason}")]
+    Connect {
+        /// The URL tried.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The server answered with an error.
+    #[error("{message} ({code}, HTTP {status})")]
+    Server {
+        /// HTTP status.
+        status: u16,
+        /// The error code.
+        code: String,
+        /// The error message.
+        message: String,
+    },
+    /// The answer could not be understood.
+    #[error("unexpected response: {0}")]
+    Protocol(String),
+}
+
+/// Largest response body the CLI reads.
+const MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A client for one server.
+pub struct Client {
+    agent: ureq::Agent,
+    base: String,
+    token: Option<String>,
+}
+
+/// Percent-encode one path segment (everything but unreserved characters).
+pub fn encode_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+impl Client {
+    /// A client for the server at `base` (e.g. `http://127.0.0.1:7070`).
+    pub fn new(base: &str, token: Option<String>) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(300)))
+            .build()
+            .into();
+        Self {
+            agent,
+            base: base.trim_end_matches('/').to_string(),
+            token,
+        }
+    }
+
+    /// Send a request; non-2xx answers become [`ClientError::Server`].
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<(&[u8], &str)>,
+    ) -> Result<Reply, ClientError> {
+        let url = format!("{}{}", self.base, path);
+        let mut builder = axum::http::Request::builder().method(method).uri(&url);
+        if let Some(token) = &self.token {
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
+        let connect = |e: &dyn std::fmt::Display| ClientError::Connect {
+            url: url.clone(),
+            reason: e.to_string(),
+        };
+        let result = match body {
+            Some((bytes, content_type)) => {
+                let request = builder
+                    .header("content-type", content_type)
+                    .body(bytes.to_vec())
+                    .map_err(|e| connect(&e))?;
+                self.agent.run(request)
+            }
+            None => {
+                let request = builder.body(()).map_err(|e| connect(&e))?;
+                self.agent.run(request)
+            }
+        };
+        let mut response = result.map_err(|e| connect(&e))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_RESPONSE_BYTES)
+            .read_to_vec()
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        if (200..300).contains(&status) {
+            return Ok(Reply { headers, body });
+        }
+        let error = serde_json::from_slice::<Value>(&body).ok();
+        let field = |name: &str| {
+            error
+                .as_ref()
+                .and_then(|e| e["error"][name].as_str())
+                .map(str::to_string)
+        };
+        Err(ClientError::Server {
+            status,
+            code: field("code").unwrap_or_else(|| "unknown".into()),
+            message: field("message")
+                .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_segments_are_percent_encoded() {
+        assert_eq!(encode_segment("user:1/a b"), "user%3A1%2Fa%20b");
+        assert_eq!(encode_segment("é"), "%C3%A9");
+        assert_eq!(encode_segment("a-b_c.d~"), "a-b_c.d~");
+    }
+}

@@ -1,0 +1,320 @@
+//! The `ebb` command line: the server (`serve`) and a client for the HTTP API.
+//!
+//! Exit codes: 0 success, 1 the server (or the network) reported an error,
+//! 2 bad usage.
+
+pub mod client;
+pub mod duration;
+pub mod import;
+pub mod serve;
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use base64::Engine as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+
+use client::{Client, ClientError, encode_segment};
+use duration::parse_duration;
+
+/// ebb: a key/value database extended with WebAssembly.
+#[derive(Debug, Parser)]
+#[command(name = "ebb", version)]
+pub struct Cli {
+    /// Server URL for client commands.
+    #[arg(
+        long,
+        global = true,
+        env = "EBB_URL",
+        default_value = "http://127.0.0.1:7070"
+    )]
+    pub url: String,
+    /// Bearer token for client commands.
+    #[arg(long, global = true, env = "EBB_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Output format of client commands.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Readable text.
+    Human,
+    /// JSON, for scripts.
+    Json,
+}
+
+/// Commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server until SIGINT or SIGTERM.
+    Serve(serve::ServeArgs),
+    /// Store a value (from the argument, or stdin when it is `-` or absent).
+    Put {
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+        /// Value; `-` or absent reads stdin.
+        value: Option<String>,
+        /// Expire after this long, e.g. 30s, 5m, 1h.
+        #[arg(long, value_parser = parse_duration, conflicts_with = "expires_at_ms")]
+        ttl: Option<Duration>,
+        /// Expire at this Unix time in milliseconds.
+        #[arg(long)]
+        expires_at_ms: Option<u64>,
+        /// memory, wal (default) or sync.
+        #[arg(long, default_value = "wal")]
+        durability: String,
+    },
+    /// Print a value.
+    Get {
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+    },
+    /// Delete a key.
+    Del {
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+        /// memory, wal (default) or sync.
+        #[arg(long, default_value = "wal")]
+        durability: String,
+    },
+    /// List tables with their live record counts.
+    Tables,
+    /// Import an NDJSON file of batch items ({"key", "value", "ttl_ms"} or
+    /// {"op": "delete", "key"}) into a table.
+    Import {
+        /// The file; `-` reads stdin.
+        file: PathBuf,
+        /// Target table.
+        #[arg(long)]
+        table: String,
+        /// Items per request.
+        #[arg(long, default_value_t = 1000)]
+        batch_size: usize,
+        /// memory, wal (default) or sync.
+        #[arg(long, default_value = "wal")]
+        durability: String,
+    },
+}
+
+/// Parse the arguments and run; the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match cli.command {
+        Command::Serve(args) => match tokio::runtime::Runtime::new() {
+            Ok(runtime) => runtime.block_on(serve::run(args)),
+            Err(error) => {
+                eprintln!("error: cannot start the async runtime: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        command => {
+            let client = Client::new(&cli.url, cli.token.clone());
+            match run_client(&client, cli.format, command) {
+                Ok(code) => code,
+                Err(error) => {
+                    eprintln!("error: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn key_path(table: &str, key: &str) -> String {
+    format!(
+        "/v1/tables/{}/keys/{}",
+        encode_segment(table),
+        encode_segment(key)
+    )
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitCode, ClientError> {
+    match command {
+        Command::Serve(_) => unreachable!("handled by main"),
+        Command::Put {
+            table,
+            key,
+            value,
+            ttl,
+            expires_at_ms,
+            durability,
+        } => {
+            let bytes = match value.as_deref() {
+                Some("-") | None => {
+                    let mut buffer = Vec::new();
+                    std::io::stdin()
+                        .read_to_end(&mut buffer)
+                        .map_err(|e| ClientError::Protocol(format!("cannot read stdin: {e}")))?;
+                    buffer
+                }
+                Some(text) => text.as_bytes().to_vec(),
+            };
+            let mut path = format!(
+                "{}?durability={}",
+                key_path(&table, &key),
+                encode_segment(&durability)
+            );
+            if let Some(ttl) = ttl {
+                path.push_str(&format!("&ttl_ms={}", ttl.as_millis()));
+            }
+            if let Some(at) = expires_at_ms {
+                path.push_str(&format!("&expires_at_ms={at}"));
+            }
+            let reply = client.send("PUT", &path, Some((&bytes, "application/octet-stream")))?;
+            let json = reply.json()?;
+            match format {
+                Format::Json => print_json(&json),
+                Format::Human => match json["expires_at_ms"].as_u64() {
+                    Some(at) => println!(
+                        "ok: version {} (expires at {at} ms)",
+                        json["version"].as_str().unwrap_or("?")
+                    ),
+                    None => println!("ok: version {}", json["version"].as_str().unwrap_or("?")),
+                },
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Get { table, key } => {
+            let reply = client.send("GET", &key_path(&table, &key), None)?;
+            match format {
+                Format::Json => {
+                    let value = match std::str::from_utf8(&reply.body) {
+                        Ok(text) => json!(text),
+                        Err(_) => {
+                            json!({ "base64": base64::engine::general_purpose::STANDARD.encode(&reply.body) })
+                        }
+                    };
+                    let expires: Option<u64> =
+                        reply.header("ebb-expires-at").and_then(|v| v.parse().ok());
+                    print_json(&json!({
+                        "key": key,
+                        "value": value,
+                        "version": reply.header("ebb-version"),
+                        "expires_at_ms": expires,
+                    }));
+                }
+                Format::Human => {
+                    let mut stdout = std::io::stdout().lock();
+                    let _ = stdout.write_all(&reply.body);
+                    if stdout.is_terminal() && !reply.body.ends_with(b"\n") {
+                        let _ = stdout.write_all(b"\n");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Del {
+            table,
+            key,
+            durability,
+        } => {
+            let path = format!(
+                "{}?durability={}",
+                key_path(&table, &key),
+                encode_segment(&durability)
+            );
+            let json = client.send("DELETE", &path, None)?.json()?;
+            match format {
+                Format::Json => print_json(&json),
+                Format::Human => println!(
+                    "deleted: version {}",
+                    json["version"].as_str().unwrap_or("?")
+                ),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tables => {
+            let json = client.send("GET", "/v1/tables", None)?.json()?;
+            match format {
+                Format::Json => print_json(&json),
+                Format::Human => {
+                    let tables = json["tables"].as_array().cloned().unwrap_or_default();
+                    let width = tables
+                        .iter()
+                        .filter_map(|t| t["name"].as_str().map(str::len))
+                        .max()
+                        .unwrap_or(0)
+                        .max("TABLE".len());
+                    println!("{:<width$}  LIVE RECORDS", "TABLE");
+                    for table in &tables {
+                        println!(
+                            "{:<width$}  {:>12}",
+                            table["name"].as_str().unwrap_or("?"),
+                            table["live_records"].as_u64().unwrap_or(0)
+                        );
+                    }
+                    let plural = if tables.len() == 1 { "" } else { "s" };
+                    println!("({} table{plural})", tables.len());
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Import {
+            file,
+            table,
+            batch_size,
+            durability,
+        } => {
+            let summary = import::import(
+                client,
+                &file,
+                &table,
+                batch_size.clamp(1, 10_000),
+                &durability,
+            )?;
+            match format {
+                Format::Json => print_json(&json!({
+                    "written": summary.written,
+                    "failed": summary.failed.iter().map(|(line, message)| json!({"line": line, "message": message})).collect::<Vec<_>>(),
+                })),
+                Format::Human => {
+                    println!("imported {} records into {table}", summary.written);
+                    for (line, message) in summary.failed.iter().take(20) {
+                        eprintln!("line {line}: {message}");
+                    }
+                    if summary.failed.len() > 20 {
+                        eprintln!("... and {} more failures", summary.failed.len() - 20);
+                    }
+                    if !summary.failed.is_empty() {
+                        eprintln!("{} records failed", summary.failed.len());
+                    }
+                }
+            }
+            Ok(if summary.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! `ebb serve`: open the node, serve HTTP, shut down gracefully on a signal.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::duration::parse_duration;
+use crate::Node;
+use crate::http::{AppState, HttpLimits, serve};
+use crate::node::config::NodeConfig;
+
+/// Options of `ebb serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (loopback by default; port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:7070", env = "EBB_LISTEN")]
+    pub listen: SocketAddr,
+    /// Data directory (created if missing).
+    #[arg(long, default_value = "ebb-data", env = "EBB_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Fragment count of a new data dir (default 16); must match an existing one.
+    #[arg(long)]
+    pub fragments: Option<u32>,
+    /// Require `Authorization: Bearer <token>` on every /v1 route.
+    #[arg(long, env = "EBB_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+    /// Largest value in bytes (at most 16 MiB).
+    #[arg(long, default_value_t = crate::node::config::DEFAULT_MAX_VALUE_BYTES)]
+    pub max_value_bytes: usize,
+    /// Largest batch request body in bytes.
+    #[arg(long, default_value_t = HttpLimits::default().max_body_bytes)]
+    pub max_body_bytes: usize,
+    /// Most items in one batch request.
+    #[arg(long, default_value_t = HttpLimits::default().max_batch_items)]
+    pub max_batch_items: usize,
+    /// How often buffered (`memory`) writes are flushed, e.g. 100ms.
+    #[arg(long, value_parser = parse_duration, default_value = "100ms")]
+    pub flush_interval: Duration,
+    /// The cleaner's fallback sweep interval (it also wakes at deadlines).
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub clean_interval: Duration,
+}
+
+async fn signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Run the server until SIGINT or SIGTERM; a second signal exits at once.
+pub async fn run(args: ServeArgs) -> ExitCode {
+    let mut config = NodeConfig::new(&args.data_dir)
+        .max_value_bytes(args.max_value_bytes)
+        .flush_interval(args.flush_interval)
+        .clean_interval(args.clean_interval);
+    config.fragments = args.fragments;
+    let node = match Node::open(config).await {
+        Ok(node) => node,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("error: cannot listen on {}: {error}", args.listen);
+            let _ = node.shutdown().await;
+            return ExitCode::FAILURE;
+        }
+    };
+    let address = listener.local_addr().map_or(args.listen, |a| a);
+    let boot = node.boot_stats();
+    println!("ebb listening on http://{address}");
+    println!(
+        "data dir {} ({} fragments, {} records loaded, {} expired while down)",
+        node.data_dir().display(),
+        node.fragment_count(),
+        boot.records,
+        boot.converted
+    );
+    if args.auth_token.is_some() {
+        println!("auth: bearer token required on /v1");
+    }
+    let state = AppState {
+        node: node.clone(),
+        limits: HttpLimits {
+            max_body_bytes: args.max_body_bytes,
+            max_batch_items: args.max_batch_items,
+        },
+        auth_token: args.auth_token.map(Arc::from),
+        metrics: Default::default(),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, state, async {
+        let _ = stop_rx.await;
+    }));
+    signal().await;
+    println!("shutting down: finishing requests, flushing (a second signal exits at once)");
+    // A second signal ends the process without waiting.
+    tokio::spawn(async {
+        signal().await;
+        eprintln!("second signal: exiting now");
+        std::process::exit(130);
+    });
+    let _ = stop_tx.send(());
+    match tokio::time::timeout(Duration::from_secs(30), server).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(error))) => eprintln!("warning: HTTP server ended with an error: {error}"),
+        Ok(Err(error)) => eprintln!("warning: HTTP server task failed: {error}"),
+        Err(_) => {
+            eprintln!("warning: requests still running after 30 s; shutting down the node anyway")
+        }
+    }
+    match node.shutdown().await {
+        Ok(()) => {
+            println!("shut down cleanly");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: shutdown failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Reading request bodies and query strings with limits and JSON errors.
+
+use axum::body::Body;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query};
+use axum::http::{HeaderMap, header};
+use bytes::Bytes;
+
+use super::error::ApiError;
+
+/// Read the whole body, refusing more than `limit` bytes with 413 (by
+/// `Content-Length` before reading, or as soon as the stream passes it).
+pub async fn read_limited(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    what: &str,
+    setting: &str,
+) -> Result<Bytes, ApiError> {
+    let too_large = |len: Option<u64>| {
+        let size = len.map_or_else(|| "more than that".to_string(), |n| format!("{n} bytes"));
+        ApiError::too_large(
+            format!("{what} is {size}; the limit is {limit} bytes (server setting {setting})"),
+            limit,
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared
+        && len > limit as u64
+    {
+        return Err(too_large(Some(len)));
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|error| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(current) = source {
+            if current.is::<http_body_util::LengthLimitError>() {
+                return too_large(None);
+            }
+            source = current.source();
+        }
+        ApiError::invalid_request(format!("could not read the request body: {error}"))
+    })
+}
+
+/// Unwrap a path extraction, answering 400 `invalid_request` on failure.
+pub fn path<T>(path: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    path.map(|Path(value)| value).map_err(|rejection| {
+        ApiError::invalid_request(format!("bad path: {}", rejection.body_text()))
+    })
+}
+
+/// Unwrap a query extraction, answering 400 `invalid_request` on failure.
+pub fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    query.map(|Query(value)| value).map_err(|rejection| {
+        ApiError::invalid_request(format!("bad query string: {}", rejection.body_text()))
+    })
+}

@@ -1,0 +1,186 @@
+//! The HTTP error type: one JSON shape and status per error code.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use crate::Error;
+use crate::names::NameError;
+
+/// An error answered as `{"error": {"code", "message", ...}}`.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable snake_case code.
+    pub code: &'static str,
+    /// What went wrong and what to do.
+    pub message: String,
+    /// Seconds for `Retry-After` (503 answers).
+    pub retry_after: Option<u64>,
+    /// Extra fields next to `code` and `message`.
+    pub details: Map<String, Value>,
+}
+
+impl ApiError {
+    /// An error with `status`, `code` and `message`.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+            details: Map::new(),
+        }
+    }
+
+    /// 400 `invalid_request`.
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    /// 404 `not_found`.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 413 `too_large`, naming the limit.
+    pub fn too_large(message: impl Into<String>, limit: usize) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message).with("limit", json!(limit))
+    }
+
+    /// 401 `unauthorized`.
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this server needs `Authorization: Bearer <token>` on /v1 routes",
+        )
+    }
+
+    /// 503 with `Retry-After`.
+    fn unavailable(code: &'static str, message: String) -> Self {
+        let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
+        error.retry_after = Some(1);
+        error
+    }
+
+    /// Add a detail field.
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.details.insert(key.to_string(), value);
+        self
+    }
+
+    /// The JSON body (also used for per-item batch outcomes).
+    pub fn body(&self) -> Value {
+        let mut error = Map::new();
+        error.insert("code".into(), json!(self.code));
+        error.insert("message".into(), json!(self.message));
+        for (key, value) in &self.details {
+            error.insert(key.clone(), value.clone());
+        }
+        json!({ "error": error })
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        let message = error.to_string();
+        match error {
+            Error::InvalidName(NameError::KeyTooLong { .. }) => {
+                ApiError::too_large(message, crate::names::MAX_KEY_BYTES)
+            }
+            Error::InvalidName(_) | Error::InvalidTtl(_) => ApiError::invalid_request(message),
+            Error::ValueTooLarge { limit, .. } => ApiError::too_large(message, limit),
+            Error::Overloaded(_) | Error::Backlog(_) => {
+                ApiError::unavailable("overloaded", message)
+            }
+            Error::ShuttingDown => ApiError::unavailable("shutting_down", message),
+            Error::Interrupted { .. } => ApiError::unavailable("interrupted", message),
+            Error::NotDurable { .. } => ApiError::unavailable("not_durable", message),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fragment::flush::BacklogFull;
+    use crate::fragment::pool::Shed;
+    use crate::store::StoreError;
+
+    #[test]
+    fn every_node_error_maps_to_its_status_and_code() {
+        let cases: Vec<(Error, u16, &str)> = vec![
+            (
+                Error::InvalidName(NameError::EmptyKey),
+                400,
+                "invalid_request",
+            ),
+            (
+                Error::InvalidName(NameError::KeyTooLong { len: 5000 }),
+                413,
+                "too_large",
+            ),
+            (Error::ValueTooLarge { len: 2, limit: 1 }, 413, "too_large"),
+            (Error::InvalidTtl("zero".into()), 400, "invalid_request"),
+            (
+                Error::Overloaded(Shed {
+                    fragment: 1,
+                    pool: "high",
+                    capacity: 8,
+                }),
+                503,
+                "overloaded",
+            ),
+            (
+                Error::Backlog(BacklogFull {
+                    fragment: 1,
+                    pending_bytes: 9,
+                    limit_bytes: 8,
+                }),
+                503,
+                "overloaded",
+            ),
+            (Error::ShuttingDown, 503, "shutting_down"),
+            (Error::Interrupted { fragment: 2 }, 503, "interrupted"),
+            (
+                Error::NotDurable {
+                    fragment: 2,
+                    source: StoreError::Closed,
+                },
+                503,
+                "not_durable",
+            ),
+        ];
+        for (error, status, code) in cases {
+            let message = error.to_string();
+            let api = ApiError::from(error);
+            assert_eq!((api.status.as_u16(), api.code), (status, code), "{message}");
+            assert_eq!(api.body()["error"]["message"], message);
+            let response = api.into_response();
+            assert_eq!(
+                response.headers().contains_key(header::RETRY_AFTER),
+                status == 503
+            );
+        }
+    }
+}

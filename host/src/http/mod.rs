@@ -1,0 +1,107 @@
+//! The HTTP API (v1): routes, errors, auth, limits and observability.
+
+pub mod auth;
+pub mod batch;
+pub mod body;
+pub mod error;
+pub mod kv;
+pub mod observe;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::middleware;
+use axum::routing::{get, post, put};
+use tokio::net::TcpListener;
+use tower_http::trace::TraceLayer;
+
+use crate::Node;
+use error::ApiError;
+use observe::HttpMetrics;
+
+/// Request-size limits of the HTTP layer (values are limited by the node's
+/// `max_value_bytes`).
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// Largest batch body in bytes. Default 32 MiB.
+    pub max_body_bytes: usize,
+    /// Most items in one batch. Default 10 000.
+    pub max_batch_items: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 32 * 1024 * 1024,
+            max_batch_items: 10_000,
+        }
+    }
+}
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    /// The node served.
+    pub node: Node,
+    /// Request limits.
+    pub limits: HttpLimits,
+    /// Bearer token required on `/v1` routes, if set.
+    pub auth_token: Option<Arc<str>>,
+    /// Request metrics.
+    pub metrics: Arc<HttpMetrics>,
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route; see docs/http-api.md for the routes")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method; see docs/http-api.md",
+    )
+}
+
+/// The full router: `/v1` routes behind auth, `/health` and `/metrics` open.
+pub fn router(state: AppState) -> Router {
+    let v1 = Router::new()
+        .route(
+            "/v1/tables/{table}/keys/{key}",
+            put(kv::put_key).get(kv::get_key).delete(kv::delete_key),
+        )
+        .route("/v1/tables/{table}/batch", post(batch::batch))
+        .route("/v1/tables", get(kv::list_tables))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    Router::new()
+        .merge(v1)
+        .route("/health", get(observe::health))
+        .route("/metrics", get(observe::metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            observe::track,
+        ))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Serve `state` on `listener` until `shutdown` resolves, then finish the
+/// requests in flight. Does not shut the node down.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,259 @@
+//! Observability routes and middleware: `/health`, `/metrics`, and request
+//! counting and timing by route and status.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use super::AppState;
+use crate::metrics::{Histogram, PromWriter};
+
+/// Request counters and latency histograms, by route.
+#[derive(Default)]
+pub struct HttpMetrics {
+    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
+    latency: Mutex<BTreeMap<String, Arc<Histogram>>>,
+}
+
+impl HttpMetrics {
+    fn record(&self, route: &str, method: &str, status: u16, started: Instant) {
+        *self
+            .requests
+            .lock()
+            .entry((route.to_string(), method.to_string(), status))
+            .or_default() += 1;
+        let histogram = self
+            .latency
+            .lock()
+            .entry(route.to_string())
+            .or_default()
+            .clone();
+        histogram.observe(started.elapsed());
+    }
+}
+
+/// Counts and times every request by matched route, method and status.
+pub async fn track(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_string();
+    let method = request.method().to_string();
+    let response = next.run(request).await;
+    app.metrics
+        .record(&route, &method, response.status().as_u16(), started);
+    response
+}
+
+/// `GET /health`: 200 with per-fragment health while serving (`status` is
+/// `ok` or `degraded`), 503 once shutting down.
+pub async fn health(State(app): State<AppState>) -> Response {
+    let health = app.node.health().await;
+    let fragments: Vec<Value> = health
+        .fragments
+        .iter()
+        .enumerate()
+        .map(|(id, fragment)| match fragment {
+            None => {
+                json!({ "fragment": id, "healthy": false, "error": "supervisor did not answer" })
+            }
+            Some(f) => json!({
+                "fragment": f.fragment,
+                "healthy": f.is_healthy(),
+                "running_workers": f.running_workers,
+                "restarts": f.restarts,
+                "pools": f.pools.iter().map(|p| json!({
+                    "pool": p.pool, "workers": p.workers, "queued": p.queued,
+                    "capacity": p.capacity, "shed": p.shed,
+                })).collect::<Vec<_>>(),
+                "flush": {
+                    "backlog_records": f.flush.backlog_records,
+                    "backlog_bytes": f.flush.backlog_bytes,
+                    "flushes": f.flush.flushes,
+                    "failures": f.flush.failures,
+                    "last_error": f.flush.last_error,
+                },
+            }),
+        })
+        .collect();
+    let status = if !health.accepting {
+        "shutting_down"
+    } else if health.is_healthy() {
+        "ok"
+    } else {
+        "degraded"
+    };
+    let code = if health.accepting {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({
+        "status": status,
+        "node_id": app.node.node_id(),
+        "fragment_count": app.node.fragment_count(),
+        "active_operations": health.active_operations,
+        "fragments": fragments,
+    });
+    (code, Json(body)).into_response()
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub async fn metrics(State(app): State<AppState>) -> Response {
+    let mut out = PromWriter::new();
+    out.family(
+        "ebb_http_requests_total",
+        "counter",
+        "HTTP requests by route, method and status.",
+    );
+    for ((route, method, status), count) in app.metrics.requests.lock().iter() {
+        let status = status.to_string();
+        out.sample(
+            "ebb_http_requests_total",
+            &[("route", route), ("method", method), ("status", &status)],
+            *count as f64,
+        );
+    }
+    out.family(
+        "ebb_http_request_duration_seconds",
+        "histogram",
+        "HTTP request latency by route.",
+    );
+    let latency: Vec<_> = app
+        .metrics
+        .latency
+        .lock()
+        .iter()
+        .map(|(r, h)| (r.clone(), h.clone()))
+        .collect();
+    for (route, histogram) in &latency {
+        out.histogram(
+            "ebb_http_request_duration_seconds",
+            &[("route", route)],
+            histogram,
+        );
+    }
+
+    let health = app.node.health().await;
+    let fragments: Vec<_> = health
+        .fragments
+        .iter()
+        .enumerate()
+        .filter_map(|(id, f)| f.as_ref().map(|f| (id.to_string(), f)))
+        .collect();
+    out.family(
+        "ebb_fragment_queue_depth",
+        "gauge",
+        "Operations admitted and not finished, per fragment pool.",
+    );
+    for (id, f) in &fragments {
+        for pool in &f.pools {
+            out.sample(
+                "ebb_fragment_queue_depth",
+                &[("fragment", id), ("pool", pool.pool)],
+                pool.queued as f64,
+            );
+        }
+    }
+    out.family(
+        "ebb_fragment_shed_total",
+        "counter",
+        "Operations shed because a pool was full.",
+    );
+    for (id, f) in &fragments {
+        for pool in &f.pools {
+            out.sample(
+                "ebb_fragment_shed_total",
+                &[("fragment", id), ("pool", pool.pool)],
+                pool.shed as f64,
+            );
+        }
+    }
+    out.family(
+        "ebb_fragment_restarts_total",
+        "counter",
+        "Supervised child restarts per fragment.",
+    );
+    for (id, f) in &fragments {
+        for (child, count) in &f.restarts {
+            out.sample(
+                "ebb_fragment_restarts_total",
+                &[("fragment", id), ("child", child)],
+                *count as f64,
+            );
+        }
+    }
+    out.family(
+        "ebb_flush_backlog_records",
+        "gauge",
+        "Records waiting to be written to the store.",
+    );
+    for (id, f) in &fragments {
+        out.sample(
+            "ebb_flush_backlog_records",
+            &[("fragment", id)],
+            f.flush.backlog_records as f64,
+        );
+    }
+    out.family(
+        "ebb_flush_backlog_bytes",
+        "gauge",
+        "Bytes waiting to be written to the store.",
+    );
+    for (id, f) in &fragments {
+        out.sample(
+            "ebb_flush_backlog_bytes",
+            &[("fragment", id)],
+            f.flush.backlog_bytes as f64,
+        );
+    }
+    out.family(
+        "ebb_store_errors_total",
+        "counter",
+        "Failed store writes (each retried).",
+    );
+    for (id, f) in &fragments {
+        out.sample(
+            "ebb_store_errors_total",
+            &[("fragment", id)],
+            f.flush.failures as f64,
+        );
+    }
+    out.family(
+        "ebb_flush_duration_seconds",
+        "histogram",
+        "Duration of successful flushes.",
+    );
+    for (id, fragment) in app.node.inner.fragments.iter().enumerate() {
+        let id = id.to_string();
+        out.histogram(
+            "ebb_flush_duration_seconds",
+            &[("fragment", &id)],
+            fragment.state().persistence().flush_latency(),
+        );
+    }
+    out.family("ebb_table_live_records", "gauge", "Live records per table.");
+    for table in app.node.tables() {
+        out.sample(
+            "ebb_table_live_records",
+            &[("table", table.name.as_str())],
+            table.live_records as f64,
+        );
+    }
+    let mut response = out.finish().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}

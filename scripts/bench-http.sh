@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# HTTP load benchmark: wrk against `ebb serve` and against a bare axum server
+# (the HTTP floor) in the same run, printed side by side with ratios.
+# Loopback only; each run is bounded by DURATION.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-32}
+THREADS=${THREADS:-1}
+
+if ! command -v wrk >/dev/null 2>&1; then
+  echo "bench-http: installing wrk"
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq wrk >/dev/null
+fi
+
+cargo build --release -q -p ebb-host --bin ebb --example http_floor
+bin="${CARGO_TARGET_DIR:-target}/release"
+work=$(mktemp -d)
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+wait_url() { # name: echoes the base URL the process printed
+  for _ in $(seq 100); do
+    url=$(grep -o 'http://[0-9.:]*' "$work/$1.out" | head -1 || true)
+    [ -n "$url" ] && { echo "$url"; return; }
+    sleep 0.1
+  done
+  echo "bench-http: $1 did not start" >&2; cat "$work/$1.err" >&2; exit 1
+}
+
+export RUST_LOG=warn
+"$bin/ebb" serve --listen 127.0.0.1:0 --data-dir "$work/data" >"$work/ebb.out" 2>"$work/ebb.err" &
+pids+=($!)
+"$bin/examples/http_floor" >"$work/floor.out" 2>"$work/floor.err" &
+pids+=($!)
+ebb_url=$(wait_url ebb)
+floor_url=$(wait_url floor)
+
+cat >"$work/put.lua" <<'LUA'
+local prefix, suffix
+init = function(args) prefix = args[1]; suffix = args[2] or "" end
+wrk.method = "PUT"
+wrk.body = string.rep("x", 100)
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format(nil, prefix .. (n % 100000) .. suffix)
+end
+LUA
+
+value=$(printf 'x%.0s' $(seq 100))
+curl -fsS -X PUT --data-binary "$value" "$ebb_url/v1/tables/bench/keys/hot" >/dev/null
+
+rps() { wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" "$@" | awk '/Requests\/sec/ {print $2}'; }
+
+floor_get=$(rps "$floor_url/v1/tables/bench/keys/hot")
+ebb_get=$(rps "$ebb_url/v1/tables/bench/keys/hot")
+floor_put=$(rps -s "$work/put.lua" "$floor_url" -- "/v1/tables/bench/keys/k")
+ebb_put_memory=$(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=memory")
+ebb_put_wal=$(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=wal")
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo
+echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, 100-byte values, loopback, $(nproc) cores"
+printf '%-28s %14s %14s %8s\n' "request" "floor req/s" "ebb req/s" "ebb/floor"
+printf '%-28s %14s %14s %8s\n' "GET one key" "$floor_get" "$ebb_get" "$(ratio "$ebb_get" "$floor_get")"
+printf '%-28s %14s %14s %8s\n' "PUT, durability memory" "$floor_put" "$ebb_put_memory" "$(ratio "$ebb_put_memory" "$floor_put")"
+printf '%-28s %14s %14s %8s\n' "PUT, durability wal" "$floor_put" "$ebb_put_wal" "$(ratio "$ebb_put_wal" "$floor_put")"

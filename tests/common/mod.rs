@@ -1,0 +1,147 @@
+//! A real `ebb serve` process on an ephemeral loopback port, for end-to-end tests.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of the `ebb` binary under test.
+pub fn ebb_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ebb")
+}
+
+/// A running server; killed (SIGKILL) on drop unless stopped.
+pub struct Server {
+    child: Option<Child>,
+    /// Base URL, e.g. `http://127.0.0.1:40123`.
+    pub url: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+}
+
+impl Server {
+    /// Start `ebb serve` on `data_dir` with extra arguments; waits until it listens.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(ebb_bin())
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--fragments",
+                "4",
+                "--data-dir",
+            ])
+            .arg(data_dir)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ebb serve");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read the listen line");
+        let url = line
+            .trim()
+            .strip_prefix("ebb listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_string();
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in stdout.lines() {});
+        Server {
+            child: Some(child),
+            url,
+            data_dir: data_dir.to_path_buf(),
+        }
+    }
+
+    /// SIGTERM, then wait (bounded) for a clean exit; returns the exit code.
+    pub fn stop(mut self) -> i32 {
+        let mut child = self.child.take().unwrap();
+        let pid = child.id() as i32;
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "server did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// An HTTP answer.
+pub struct Answer {
+    pub status: u16,
+    pub headers: ureq::http::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The error code of an error answer.
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+/// Send one request (any status is returned, never an error).
+pub fn call(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Answer {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut request = ureq::http::Request::builder().method(method).uri(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = match body {
+        Some(body) => agent.run(request.body(body.to_vec()).unwrap()),
+        None => agent.run(request.body(()).unwrap()),
+    }
+    .expect("request");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_vec()
+        .unwrap();
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
