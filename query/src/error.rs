@@ -1,0 +1,25 @@
+//! Planning errors: what is wrong with the SQL and what to do instead.
+
+/// The query cannot be planned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The text is not valid SQL.
+    #[error("SQL syntax error: {0}")]
+    Syntax(String),
+    /// Valid SQL that ebb does not support; the message names the construct.
+    #[error("{0} is not supported")]
+    Unsupported(String),
+    /// A semantic error: unknown column, wrong argument count, misplaced aggregate.
+    #[error("{0}")]
+    Invalid(String),
+    /// A limit was exceeded; the message names it.
+    #[error("{message}")]
+    Limit {
+        /// Which limit (`max_sql_bytes`, ...).
+        limit: &'static str,
+        /// Its value.
+        value: u64,
+        /// What was too large.
+        message: String,
+    },
+}

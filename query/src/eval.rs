@@ -1,0 +1,397 @@
+//! Batch evaluation of planned expressions over rows, with SQLite's NULL,
+//! comparison and arithmetic rules.
+
+use std::cmp::Ordering;
+
+use crate::expr::{BinaryOp, CastType, Column, Expr, UnaryOp};
+use crate::functions::FunctionError;
+use crate::value::Value;
+
+/// What expressions read: table columns of a scanned record, or group keys
+/// and aggregate results of a group after aggregation.
+pub trait RowSource {
+    /// A column of the record.
+    fn column(&self, column: Column) -> Value;
+    /// GROUP BY value `i` (groups only).
+    fn group_key(&self, _i: usize) -> Value {
+        Value::Null
+    }
+    /// Aggregate result `i` (groups only).
+    fn agg_result(&self, _i: usize) -> Value {
+        Value::Null
+    }
+}
+
+/// Evaluate `expr` for every row; scalar functions are called once per batch.
+pub fn eval_batch<R: RowSource>(expr: &Expr, rows: &[R]) -> Result<Vec<Value>, FunctionError> {
+    let n = rows.len();
+    Ok(match expr {
+        Expr::Literal(v) => vec![v.clone(); n],
+        Expr::Column(c) => rows.iter().map(|r| r.column(*c)).collect(),
+        Expr::GroupKey(i) => rows.iter().map(|r| r.group_key(*i)).collect(),
+        Expr::AggResult(i) => rows.iter().map(|r| r.agg_result(*i)).collect(),
+        Expr::Unary { op, expr } => eval_batch(expr, rows)?
+            .into_iter()
+            .map(|v| unary(*op, v))
+            .collect(),
+        Expr::Binary { op, left, right } => {
+            let l = eval_batch(left, rows)?;
+            let r = eval_batch(right, rows)?;
+            let (la, ra) = (is_key(left), is_key(right));
+            l.into_iter()
+                .zip(r)
+                .map(|(a, b)| binary(*op, a, b, la, ra))
+                .collect()
+        }
+        Expr::IsNull { expr, negated } => eval_batch(expr, rows)?
+            .into_iter()
+            .map(|v| Value::Bool(v.is_null() != *negated))
+            .collect(),
+        Expr::InList {
+            expr,
+            list,
+            negated,
+        } => {
+            let subject = eval_batch(expr, rows)?;
+            let key = is_key(expr);
+            let candidates: Vec<Vec<Value>> = list
+                .iter()
+                .map(|e| eval_batch(e, rows))
+                .collect::<Result<_, _>>()?;
+            subject
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let mut outcome = Some(false);
+                    for candidate in &candidates {
+                        match compare(&v, &candidate[i], key, false) {
+                            None => outcome = None,
+                            Some(Ordering::Equal) => {
+                                outcome = Some(true);
+                                break;
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                    bool_value(outcome.map(|found| found != *negated))
+                })
+                .collect()
+        }
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated,
+        } => {
+            let subject = eval_batch(expr, rows)?;
+            let lows = eval_batch(low, rows)?;
+            let highs = eval_batch(high, rows)?;
+            let key = is_key(expr);
+            subject
+                .into_iter()
+                .zip(lows.into_iter().zip(highs))
+                .map(|(v, (lo, hi))| {
+                    let above = compare(&v, &lo, key, false).map(Ordering::is_ge);
+                    let below = compare(&v, &hi, key, false).map(Ordering::is_le);
+                    let inside = and3(above, below);
+                    bool_value(inside.map(|b| b != *negated))
+                })
+                .collect()
+        }
+        Expr::Like {
+            expr,
+            pattern,
+            negated,
+        } => {
+            let subject = eval_batch(expr, rows)?;
+            let patterns = eval_batch(pattern, rows)?;
+            subject
+                .into_iter()
+                .zip(patterns)
+                .map(|(v, p)| {
+                    if v.is_null() || p.is_null() {
+                        return Value::Null;
+                    }
+                    let text = v.render();
+                    let pattern = p.render();
+                    Value::Bool(like(&text, &pattern) != *negated)
+                })
+                .collect()
+        }
+        Expr::Cast { expr, to } => eval_batch(expr, rows)?
+            .into_iter()
+            .map(|v| cast(v, *to))
+            .collect(),
+        Expr::Call { function, args } => {
+            let columns: Vec<Vec<Value>> = args
+                .iter()
+                .map(|a| eval_batch(a, rows))
+                .collect::<Result<_, _>>()?;
+            let arg_rows: Vec<Vec<Value>> = (0..n)
+                .map(|i| columns.iter().map(|c| c[i].clone()).collect())
+                .collect();
+            let out = function.call(&arg_rows)?;
+            if out.len() != n {
+                return Err(FunctionError {
+                    function: function.name().to_string(),
+                    message: format!("returned {} values for {n} rows", out.len()),
+                    plugin: function.is_plugin(),
+                });
+            }
+            out
+        }
+    })
+}
+
+/// Evaluate `expr` for one row.
+pub fn eval_one<R: RowSource>(expr: &Expr, row: R) -> Result<Value, FunctionError> {
+    Ok(eval_batch(expr, std::slice::from_ref(&row))?.remove(0))
+}
+
+fn is_key(expr: &Expr) -> bool {
+    matches!(expr, Expr::Column(Column::Key))
+}
+
+fn bool_value(b: Option<bool>) -> Value {
+    b.map_or(Value::Null, Value::Bool)
+}
+
+fn and3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    }
+}
+
+fn or3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    }
+}
+
+/// Compare with SQLite's column affinity for `key` (TEXT): a number compared
+/// with the key column is compared as text.
+fn compare(a: &Value, b: &Value, a_is_key: bool, b_is_key: bool) -> Option<Ordering> {
+    let numeric = |v: &Value| matches!(v, Value::Int(_) | Value::Float(_) | Value::Bool(_));
+    if a_is_key && numeric(b) {
+        return a.sql_cmp(&b.to_text());
+    }
+    if b_is_key && numeric(a) {
+        return a.to_text().sql_cmp(b);
+    }
+    a.sql_cmp(b)
+}
+
+fn unary(op: UnaryOp, v: Value) -> Value {
+    match op {
+        UnaryOp::Not => bool_value(v.truth().map(|b| !b)),
+        UnaryOp::Plus => v,
+        UnaryOp::Neg => match v.to_numeric() {
+            Value::Int(i) => i
+                .checked_neg()
+                .map_or(Value::Float(-(i as f64)), Value::Int),
+            Value::Float(f) => Value::Float(-f),
+            _ => Value::Null,
+        },
+    }
+}
+
+fn binary(op: BinaryOp, a: Value, b: Value, a_key: bool, b_key: bool) -> Value {
+    match op {
+        BinaryOp::And => bool_value(and3(a.truth(), b.truth())),
+        BinaryOp::Or => bool_value(or3(a.truth(), b.truth())),
+        BinaryOp::Eq => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_eq)),
+        BinaryOp::NotEq => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_ne)),
+        BinaryOp::Lt => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_lt)),
+        BinaryOp::LtEq => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_le)),
+        BinaryOp::Gt => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_gt)),
+        BinaryOp::GtEq => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_ge)),
+        BinaryOp::Concat => {
+            if a.is_null() || b.is_null() {
+                Value::Null
+            } else {
+                Value::text(format!("{}{}", a.render(), b.render()))
+            }
+        }
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
+            arithmetic(op, a.to_numeric(), b.to_numeric())
+        }
+    }
+}
+
+fn arithmetic(op: BinaryOp, a: Value, b: Value) -> Value {
+    let float = |v: &Value| match v {
+        Value::Int(i) => *i as f64,
+        Value::Float(f) => *f,
+        _ => 0.0,
+    };
+    match (&a, &b) {
+        (Value::Null, _) | (_, Value::Null) => Value::Null,
+        (Value::Int(x), Value::Int(y)) => {
+            let (x, y) = (*x, *y);
+            let exact = match op {
+                BinaryOp::Add => x.checked_add(y),
+                BinaryOp::Sub => x.checked_sub(y),
+                BinaryOp::Mul => x.checked_mul(y),
+                BinaryOp::Div => {
+                    if y == 0 {
+                        return Value::Null;
+                    }
+                    x.checked_div(y)
+                }
+                BinaryOp::Rem => {
+                    if y == 0 {
+                        return Value::Null;
+                    }
+                    Some(x.checked_rem(y).unwrap_or(0))
+                }
+                _ => unreachable!("arithmetic operator"),
+            };
+            // SQLite turns integer overflow into a float result.
+            exact.map_or_else(
+                || arithmetic(op, Value::Float(x as f64), Value::Float(y as f64)),
+                Value::Int,
+            )
+        }
+        _ => {
+            let (x, y) = (float(&a), float(&b));
+            match op {
+                BinaryOp::Add => Value::Float(x + y),
+                BinaryOp::Sub => Value::Float(x - y),
+                BinaryOp::Mul => Value::Float(x * y),
+                BinaryOp::Div => {
+                    if y == 0.0 {
+                        Value::Null
+                    } else {
+                        Value::Float(x / y)
+                    }
+                }
+                BinaryOp::Rem => {
+                    let (xi, yi) = (x as i64, y as i64);
+                    if yi == 0 {
+                        Value::Null
+                    } else {
+                        Value::Float((xi % yi) as f64)
+                    }
+                }
+                _ => unreachable!("arithmetic operator"),
+            }
+        }
+    }
+}
+
+fn cast(v: Value, to: CastType) -> Value {
+    if v.is_null() {
+        return Value::Null;
+    }
+    match to {
+        CastType::Text => v.to_text(),
+        CastType::Bytes => v.to_bytes(),
+        CastType::Integer => match v.to_numeric() {
+            Value::Float(f) => Value::Int(if f.is_nan() { 0 } else { f as i64 }),
+            other => other,
+        },
+        CastType::Float => match v.to_numeric() {
+            Value::Int(i) => Value::Float(i as f64),
+            other => other,
+        },
+        CastType::Boolean => bool_value(v.truth()),
+    }
+}
+
+/// Case-sensitive LIKE: `%` matches any run of characters, `_` one character.
+pub fn like(text: &str, pattern: &str) -> bool {
+    let t: Vec<char> = text.chars().collect();
+    let p: Vec<char> = pattern.chars().collect();
+    let (mut ti, mut pi) = (0, 0);
+    let mut backtrack: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == '%' {
+            backtrack = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && (p[pi] == '_' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if let Some((star, matched)) = backtrack {
+            pi = star + 1;
+            ti = matched + 1;
+            backtrack = Some((star, matched + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '%')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_is_case_sensitive_with_both_wildcards() {
+        assert!(like("user:1", "user:%"));
+        assert!(!like("User:1", "user:%"));
+        assert!(like("abc", "a_c"));
+        assert!(like("abc", "%"));
+        assert!(like("", "%"));
+        assert!(!like("abc", "a_"));
+        assert!(like("aXbXc", "a%b%c"));
+        assert!(like("héllo", "h_llo"));
+    }
+
+    #[test]
+    fn arithmetic_follows_sqlite() {
+        let int = Value::Int;
+        assert_eq!(arithmetic(BinaryOp::Div, int(7), int(2)), int(3));
+        assert_eq!(arithmetic(BinaryOp::Div, int(7), int(0)), Value::Null);
+        assert_eq!(arithmetic(BinaryOp::Rem, int(-7), int(3)), int(-1));
+        assert_eq!(
+            arithmetic(BinaryOp::Add, int(i64::MAX), int(1)),
+            Value::Float(i64::MAX as f64 + 1.0)
+        );
+        assert_eq!(
+            arithmetic(BinaryOp::Mul, int(2), Value::Float(1.5)),
+            Value::Float(3.0)
+        );
+        assert_eq!(
+            binary(BinaryOp::Add, Value::text("2"), int(3), false, false),
+            int(5)
+        );
+    }
+
+    #[test]
+    fn three_valued_logic() {
+        assert_eq!(
+            binary(BinaryOp::And, Value::Null, Value::Bool(false), false, false),
+            Value::Bool(false)
+        );
+        assert_eq!(
+            binary(BinaryOp::Or, Value::Null, Value::Bool(true), false, false),
+            Value::Bool(true)
+        );
+        assert_eq!(
+            binary(BinaryOp::Or, Value::Null, Value::Bool(false), false, false),
+            Value::Null
+        );
+        assert_eq!(unary(UnaryOp::Not, Value::Null), Value::Null);
+        assert_eq!(
+            binary(BinaryOp::Eq, Value::Int(1), Value::Null, false, false),
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn the_key_column_compares_numbers_as_text() {
+        assert_eq!(
+            compare(&Value::text("10"), &Value::Int(10), true, false),
+            Some(Ordering::Equal)
+        );
+        assert_eq!(
+            compare(&Value::text("10"), &Value::Int(10), false, false),
+            Some(Ordering::Greater)
+        );
+    }
+}

@@ -1,0 +1,427 @@
+//! Function traits, the registry the planner resolves names against, and the
+//! built-in scalar functions (shipped through the same traits as plugins).
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::aggregate;
+use crate::value::{SqlType, Value};
+
+/// How many arguments a function takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arity {
+    /// Exactly n.
+    Exact(usize),
+    /// From `min` to `max` inclusive.
+    Range(usize, usize),
+    /// At least n.
+    AtLeast(usize),
+}
+
+impl Arity {
+    /// Whether `n` arguments fit.
+    pub fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Exact(k) => n == k,
+            Arity::Range(min, max) => (min..=max).contains(&n),
+            Arity::AtLeast(min) => n >= min,
+        }
+    }
+
+    /// Human description, for errors.
+    pub fn describe(self) -> String {
+        match self {
+            Arity::Exact(k) => format!("{k}"),
+            Arity::Range(min, max) => format!("{min} to {max}"),
+            Arity::AtLeast(min) => format!("at least {min}"),
+        }
+    }
+}
+
+/// A function failed; the query fails with this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{function}: {message}")]
+pub struct FunctionError {
+    /// The function (qualified name for plugins).
+    pub function: String,
+    /// What went wrong.
+    pub message: String,
+    /// Whether a plugin failed (HTTP 422 `plugin_error`) rather than the input (400).
+    pub plugin: bool,
+}
+
+/// A scalar function, called with a batch of argument rows at a time.
+pub trait ScalarFunction: Send + Sync + Debug {
+    /// The name as written in SQL (`lower`, `json.get`).
+    fn name(&self) -> &str;
+    /// Accepted argument counts.
+    fn arity(&self) -> Arity;
+    /// Result type, when fixed.
+    fn return_type(&self) -> SqlType {
+        SqlType::Any
+    }
+    /// Whether this is a plugin function (shown by EXPLAIN).
+    fn is_plugin(&self) -> bool {
+        false
+    }
+    /// One result per row of `rows` (each row holds the arguments).
+    fn call(&self, rows: &[Vec<Value>]) -> Result<Vec<Value>, FunctionError>;
+}
+
+/// A partial aggregate state: a tuple of values, so it can cross pages,
+/// partitions and (later) the network.
+pub type AggState = Vec<Value>;
+
+/// An aggregate with mergeable partial states: `merge` must be associative,
+/// and the result of empty input is `finish(init())`.
+pub trait AggregateFunction: Send + Sync + Debug {
+    /// The name as written in SQL (`count`, `stats.p95`).
+    fn name(&self) -> &str;
+    /// Accepted argument counts.
+    fn arity(&self) -> Arity;
+    /// Result type, when fixed.
+    fn return_type(&self) -> SqlType {
+        SqlType::Any
+    }
+    /// Whether this is a plugin function.
+    fn is_plugin(&self) -> bool {
+        false
+    }
+    /// The empty state.
+    fn init(&self) -> Result<AggState, FunctionError>;
+    /// Fold rows of arguments into `state`.
+    fn update(&self, state: &mut AggState, rows: &[Vec<Value>]) -> Result<(), FunctionError>;
+    /// Combine two partial states.
+    fn merge(&self, left: AggState, right: AggState) -> Result<AggState, FunctionError>;
+    /// The final value.
+    fn finish(&self, state: AggState) -> Result<Value, FunctionError>;
+}
+
+/// Where the planner finds functions. `namespace` is the plugin name of a
+/// qualified call (`json` in `json.get`), `None` for built-ins.
+pub trait FunctionRegistry: Send + Sync {
+    /// A scalar function, or `Ok(None)` when unknown; `Err` explains a
+    /// known name used wrongly (e.g. an unknown plugin).
+    fn scalar(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<dyn ScalarFunction>>, String>;
+    /// An aggregate function, or `Ok(None)` when unknown.
+    fn aggregate(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<dyn AggregateFunction>>, String>;
+}
+
+/// The built-in functions: `length`, `lower`, `upper`, `substr`,
+/// `starts_with`, `coalesce`, and the aggregates `count`, `sum`, `min`,
+/// `max`, `avg`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Builtins;
+
+impl FunctionRegistry for Builtins {
+    fn scalar(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<dyn ScalarFunction>>, String> {
+        if namespace.is_some() {
+            return Ok(None);
+        }
+        let function: Arc<dyn ScalarFunction> = match name.to_ascii_lowercase().as_str() {
+            "length" => Arc::new(Builtin::Length),
+            "lower" => Arc::new(Builtin::Lower),
+            "upper" => Arc::new(Builtin::Upper),
+            "substr" | "substring" => Arc::new(Builtin::Substr),
+            "starts_with" => Arc::new(Builtin::StartsWith),
+            "coalesce" => Arc::new(Builtin::Coalesce),
+            _ => return Ok(None),
+        };
+        Ok(Some(function))
+    }
+
+    fn aggregate(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<dyn AggregateFunction>>, String> {
+        if namespace.is_some() {
+            return Ok(None);
+        }
+        Ok(aggregate::builtin(name))
+    }
+}
+
+/// The built-in scalar functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    /// Characters of text, bytes of bytes.
+    Length,
+    /// ASCII lower-case.
+    Lower,
+    /// ASCII upper-case.
+    Upper,
+    /// 1-based substring (characters of text, bytes of bytes).
+    Substr,
+    /// Whether the first argument starts with the second.
+    StartsWith,
+    /// The first non-NULL argument.
+    Coalesce,
+}
+
+fn map_text(value: &Value, f: fn(&str) -> String) -> Value {
+    match value {
+        Value::Null => Value::Null,
+        Value::Text(t) => Value::text(f(t)),
+        other => match other.to_text() {
+            Value::Text(t) => Value::text(f(&t)),
+            _ => Value::Null,
+        },
+    }
+}
+
+/// SQLite's substr on a sequence of `len` units; returns `(start, count)`.
+fn substr_window(len: i64, start: i64, count: Option<i64>) -> (usize, usize) {
+    let mut p1 = start;
+    let (mut p2, negative) = match count {
+        Some(c) if c < 0 => (-c, true),
+        Some(c) => (c, false),
+        None => (i64::MAX / 4, false),
+    };
+    if p1 < 0 {
+        p1 += len;
+        if p1 < 0 {
+            p2 += p1;
+            if p2 < 0 {
+                p2 = 0;
+            }
+            p1 = 0;
+        }
+    } else if p1 > 0 {
+        p1 -= 1;
+    } else if p2 > 0 {
+        p2 -= 1;
+    }
+    if negative {
+        p1 -= p2;
+        if p1 < 0 {
+            p2 += p1;
+            p1 = 0;
+        }
+    }
+    let p1 = p1.clamp(0, len);
+    let end = (p1 + p2.max(0)).min(len);
+    (p1 as usize, (end - p1).max(0) as usize)
+}
+
+fn integer_arg(value: &Value) -> Option<i64> {
+    match value.to_numeric() {
+        Value::Int(i) => Some(i),
+        Value::Float(f) => Some(f as i64),
+        _ => None,
+    }
+}
+
+fn substr(args: &[Value]) -> Value {
+    let (Some(start), count) = (
+        args.get(1).and_then(integer_arg),
+        args.get(2).map(integer_arg),
+    ) else {
+        return Value::Null;
+    };
+    let count = match count {
+        Some(None) => return Value::Null,
+        Some(Some(c)) => Some(c),
+        None => None,
+    };
+    match &args[0] {
+        Value::Null => Value::Null,
+        Value::Bytes(b) => {
+            let (from, n) = substr_window(b.len() as i64, start, count);
+            Value::Bytes(b.slice(from..from + n))
+        }
+        other => {
+            let Value::Text(text) = other.to_text() else {
+                return Value::Null;
+            };
+            let chars = text.chars().count() as i64;
+            let (from, n) = substr_window(chars, start, count);
+            Value::text(text.chars().skip(from).take(n).collect::<String>())
+        }
+    }
+}
+
+fn starts_with(args: &[Value]) -> Value {
+    let bytes = |v: &Value| -> Option<Bytes> {
+        match v {
+            Value::Null => None,
+            Value::Bytes(b) => Some(b.clone()),
+            Value::Text(t) => Some(Bytes::copy_from_slice(t.as_bytes())),
+            other => Some(Bytes::from(other.render().into_bytes())),
+        }
+    };
+    match (bytes(&args[0]), bytes(&args[1])) {
+        (Some(a), Some(b)) => Value::Bool(a.starts_with(&b)),
+        _ => Value::Null,
+    }
+}
+
+impl Builtin {
+    fn eval(self, args: &[Value]) -> Value {
+        match self {
+            Builtin::Length => match &args[0] {
+                Value::Null => Value::Null,
+                Value::Text(t) => Value::Int(t.chars().count() as i64),
+                Value::Bytes(b) => Value::Int(b.len() as i64),
+                other => Value::Int(other.render().chars().count() as i64),
+            },
+            Builtin::Lower => map_text(&args[0], str::to_ascii_lowercase),
+            Builtin::Upper => map_text(&args[0], str::to_ascii_uppercase),
+            Builtin::Substr => substr(args),
+            Builtin::StartsWith => starts_with(args),
+            Builtin::Coalesce => args
+                .iter()
+                .find(|v| !v.is_null())
+                .cloned()
+                .unwrap_or(Value::Null),
+        }
+    }
+}
+
+impl ScalarFunction for Builtin {
+    fn name(&self) -> &str {
+        match self {
+            Builtin::Length => "length",
+            Builtin::Lower => "lower",
+            Builtin::Upper => "upper",
+            Builtin::Substr => "substr",
+            Builtin::StartsWith => "starts_with",
+            Builtin::Coalesce => "coalesce",
+        }
+    }
+
+    fn arity(&self) -> Arity {
+        match self {
+            Builtin::Length | Builtin::Lower | Builtin::Upper => Arity::Exact(1),
+            Builtin::Substr => Arity::Range(2, 3),
+            Builtin::StartsWith => Arity::Exact(2),
+            Builtin::Coalesce => Arity::AtLeast(2),
+        }
+    }
+
+    fn return_type(&self) -> SqlType {
+        match self {
+            Builtin::Length => SqlType::Integer,
+            Builtin::Lower | Builtin::Upper => SqlType::Text,
+            Builtin::StartsWith => SqlType::Boolean,
+            Builtin::Substr | Builtin::Coalesce => SqlType::Any,
+        }
+    }
+
+    fn call(&self, rows: &[Vec<Value>]) -> Result<Vec<Value>, FunctionError> {
+        Ok(rows.iter().map(|args| self.eval(args)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(f: Builtin, args: Vec<Value>) -> Value {
+        f.call(&[args]).unwrap().remove(0)
+    }
+
+    #[test]
+    fn substr_follows_sqlite() {
+        let s = || Value::text("hello");
+        assert_eq!(
+            call(Builtin::Substr, vec![s(), Value::Int(2), Value::Int(3)]),
+            Value::text("ell")
+        );
+        assert_eq!(
+            call(Builtin::Substr, vec![s(), Value::Int(0), Value::Int(2)]),
+            Value::text("h")
+        );
+        assert_eq!(
+            call(Builtin::Substr, vec![s(), Value::Int(-3)]),
+            Value::text("llo")
+        );
+        assert_eq!(
+            call(Builtin::Substr, vec![s(), Value::Int(-7), Value::Int(3)]),
+            Value::text("h")
+        );
+        assert_eq!(
+            call(Builtin::Substr, vec![s(), Value::Int(3), Value::Int(-2)]),
+            Value::text("he")
+        );
+        assert_eq!(
+            call(Builtin::Substr, vec![s(), Value::Int(9)]),
+            Value::text("")
+        );
+        assert_eq!(
+            call(
+                Builtin::Substr,
+                vec![Value::text("héllo"), Value::Int(2), Value::Int(1)]
+            ),
+            Value::text("é")
+        );
+        assert_eq!(
+            call(
+                Builtin::Substr,
+                vec![
+                    Value::Bytes(Bytes::from_static(b"\x00\x01\x02")),
+                    Value::Int(2)
+                ]
+            ),
+            Value::Bytes(Bytes::from_static(b"\x01\x02"))
+        );
+        assert_eq!(
+            call(Builtin::Substr, vec![Value::Null, Value::Int(1)]),
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn length_counts_characters_of_text_and_bytes_of_bytes() {
+        assert_eq!(
+            call(Builtin::Length, vec![Value::text("héllo")]),
+            Value::Int(5)
+        );
+        assert_eq!(
+            call(Builtin::Length, vec![Value::Bytes(Bytes::from("héllo"))]),
+            Value::Int(6)
+        );
+        assert_eq!(call(Builtin::Length, vec![Value::Int(-12)]), Value::Int(3));
+        assert_eq!(call(Builtin::Length, vec![Value::Null]), Value::Null);
+    }
+
+    #[test]
+    fn case_and_prefix_and_coalesce() {
+        assert_eq!(
+            call(Builtin::Upper, vec![Value::text("abé")]),
+            Value::text("ABé")
+        );
+        assert_eq!(
+            call(
+                Builtin::StartsWith,
+                vec![Value::text("user:1"), Value::text("user:")]
+            ),
+            Value::Bool(true)
+        );
+        assert_eq!(
+            call(Builtin::StartsWith, vec![Value::Null, Value::text("u")]),
+            Value::Null
+        );
+        assert_eq!(
+            call(
+                Builtin::Coalesce,
+                vec![Value::Null, Value::Int(2), Value::Int(3)]
+            ),
+            Value::Int(2)
+        );
+    }
+}

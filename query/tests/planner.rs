@@ -1,0 +1,239 @@
+//! Planner acceptance, refusals and limits.
+
+use ebb_query::{Builtins, Limits, Plan, PlanError, Shape, Value, plan};
+
+fn ok(sql: &str) -> Plan {
+    plan(sql, &[], &Builtins, &Limits::default()).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+fn err(sql: &str) -> PlanError {
+    match plan(sql, &[], &Builtins, &Limits::default()) {
+        Ok(_) => panic!("{sql} should be refused"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn the_dialect_is_accepted() {
+    for sql in [
+        "SELECT * FROM t",
+        "select key AS k, value v FROM T",
+        "SELECT key FROM t WHERE key = 'a' OR (key > 'b' AND key <= 'c') OR key IN ('x', 'y')",
+        "SELECT key FROM t WHERE key BETWEEN 'a' AND 'b' AND value IS NOT NULL AND NOT key LIKE '%z'",
+        "SELECT length(value) + 1, -2 * 3 / 4 % 5, 'a' || key, CAST(value AS TEXT) FROM t",
+        "SELECT substr(key, 2), substring(key from 2 for 1), lower(key), upper(key), coalesce(NULL, key), starts_with(key, 'a') FROM t",
+        "SELECT count(*), count(value), sum(length(value)), min(key), max(key), avg(length(value)) FROM t",
+        "SELECT substr(key, 1, 2) AS p, count(*) AS n FROM t GROUP BY p HAVING n > 1 ORDER BY n DESC, p LIMIT 5 OFFSET 1",
+        "SELECT substr(key, 1, 2), count(*) FROM t GROUP BY 1 ORDER BY 2",
+        "SELECT t.key FROM t WHERE t.key > 'a'",
+        "SELECT x.key FROM t AS x",
+        "SELECT _version_ms, _expires_at, _fragment FROM t",
+        "SELECT key FROM t LIMIT 2, 3",
+        "SELECT key FROM t WHERE value = X'00ff' AND TRUE",
+        "EXPLAIN SELECT key FROM t WHERE key = 'a'",
+    ] {
+        ok(sql);
+    }
+}
+
+#[test]
+fn parameters_bind_positionally_or_by_number() {
+    let p = plan(
+        "SELECT key FROM t WHERE key = ? LIMIT ?",
+        &[Value::text("a"), Value::Int(3)],
+        &Builtins,
+        &Limits::default(),
+    )
+    .unwrap();
+    assert_eq!(p.ranges.points(), Some(vec!["a"]));
+    assert_eq!(p.limit, Some(3));
+    let p = plan(
+        "SELECT key FROM t WHERE key IN ($2, $1)",
+        &[Value::text("a"), Value::text("b")],
+        &Builtins,
+        &Limits::default(),
+    )
+    .unwrap();
+    assert_eq!(p.ranges.points(), Some(vec!["a", "b"]));
+    let missing = plan(
+        "SELECT key FROM t WHERE key = $2",
+        &[Value::text("a")],
+        &Builtins,
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(missing.to_string().contains("parameter 2"), "{missing}");
+    let unused = plan(
+        "SELECT key FROM t",
+        &[Value::Int(1)],
+        &Builtins,
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(unused.to_string().contains("does not use"), "{unused}");
+}
+
+#[test]
+fn every_unsupported_construct_is_named() {
+    for (sql, named) in [
+        ("INSERT INTO t VALUES ('a', 'b')", "INSERT"),
+        ("UPDATE t SET value = 'x'", "UPDATE"),
+        ("DELETE FROM t", "DELETE"),
+        ("CREATE TABLE x (a INT)", "CREATE"),
+        (
+            "SELECT key FROM t; SELECT key FROM t",
+            "more than one statement",
+        ),
+        ("SELECT a.key FROM t a JOIN u b ON a.key = b.key", "JOIN"),
+        ("SELECT key FROM t, u", "several tables"),
+        ("SELECT key FROM (SELECT key FROM t)", "subqueries in FROM"),
+        (
+            "SELECT key FROM t WHERE key IN (SELECT key FROM u)",
+            "subqueries",
+        ),
+        (
+            "SELECT key FROM t WHERE EXISTS (SELECT 1 FROM u)",
+            "subqueries",
+        ),
+        ("SELECT key FROM t UNION SELECT key FROM u", "UNION"),
+        ("WITH x AS (SELECT key FROM t) SELECT key FROM x", "WITH"),
+        ("SELECT DISTINCT key FROM t", "DISTINCT"),
+        ("SELECT count(DISTINCT key) FROM t", "DISTINCT"),
+        ("SELECT count(*) OVER () FROM t", "window functions"),
+        ("SELECT CASE WHEN key = 'a' THEN 1 END FROM t", "CASE"),
+        ("SELECT key FROM t WHERE key ILIKE 'a%'", "ILIKE"),
+        ("SELECT key FROM t WHERE key LIKE 'a%' ESCAPE '!'", "ESCAPE"),
+        ("SELECT key FROM t ORDER BY key NULLS LAST", "NULLS FIRST"),
+        ("SELECT TRY_CAST(key AS INTEGER) FROM t", "TRY_CAST"),
+        ("SELECT CAST(key AS DATE) FROM t", "CAST to DATE"),
+        ("SELECT key FROM s.t", "qualified table names"),
+        ("SELECT t.* FROM t", "qualified wildcards"),
+        ("SELECT key FROM t WHERE key IS TRUE", "IS TRUE"),
+    ] {
+        let error = err(sql);
+        assert!(
+            matches!(error, PlanError::Unsupported(_)),
+            "{sql}: {error:?}"
+        );
+        assert!(error.to_string().contains(named), "{sql}: {error}");
+    }
+}
+
+#[test]
+fn semantic_errors_say_what_is_wrong() {
+    for (sql, says) in [
+        ("SELECT nope FROM t", "unknown column nope"),
+        ("SELECT key FROM t WHERE \"a\" = key", "quoted identifier"),
+        ("SELECT frob(key) FROM t", "unknown function frob"),
+        ("SELECT length(key, 1) FROM t", "takes 1 arguments, got 2"),
+        (
+            "SELECT key FROM t WHERE count(*) > 1",
+            "not allowed in WHERE",
+        ),
+        (
+            "SELECT sum(count(*)) FROM t",
+            "not allowed in an aggregate's arguments",
+        ),
+        ("SELECT key, count(*) FROM t", "must appear in GROUP BY"),
+        ("SELECT sum(*) FROM t", "only COUNT(*)"),
+        ("SELECT count() FROM t", "takes"),
+        ("SELECT key FROM t ORDER BY 3", "out of range"),
+        (
+            "SELECT count(*) AS n FROM t GROUP BY n",
+            "not allowed in GROUP BY",
+        ),
+        ("SELECT key FROM u.x JOIN", "syntax"),
+        ("SELECT key FROM t LIMIT -1", "non-negative"),
+        ("SELECT key", "FROM"),
+        ("SELECT x.key FROM t", "unknown table"),
+    ] {
+        let error = err(sql);
+        assert!(error.to_string().contains(says), "{sql}: {error}");
+    }
+}
+
+#[test]
+fn every_limit_is_enforced_by_name() {
+    let small = Limits {
+        max_sql_bytes: 200,
+        max_expr_nodes: 20,
+        max_literal_bytes: 8,
+        max_in_list: 3,
+        max_limit: 100,
+        max_offset: 10,
+        max_params: 2,
+        max_depth: 20,
+    };
+    let run = |sql: &str, params: &[Value]| plan(sql, params, &Builtins, &small).unwrap_err();
+    let limit_of = |e: PlanError| match e {
+        PlanError::Limit { limit, .. } => limit,
+        other => panic!("expected a limit error, got {other:?}"),
+    };
+    assert_eq!(
+        limit_of(run(
+            &format!("SELECT key FROM t WHERE key = '{}'", "a".repeat(300)),
+            &[]
+        )),
+        "max_sql_bytes"
+    );
+    assert_eq!(
+        limit_of(run("SELECT key FROM t WHERE key = '123456789'", &[])),
+        "max_literal_bytes"
+    );
+    assert_eq!(
+        limit_of(run(
+            "SELECT key FROM t WHERE key = ?",
+            &[Value::text("123456789")]
+        )),
+        "max_literal_bytes"
+    );
+    assert_eq!(
+        limit_of(run("SELECT key FROM t WHERE key IN ('a','b','c','d')", &[])),
+        "max_in_list"
+    );
+    assert_eq!(
+        limit_of(run("SELECT key FROM t LIMIT 101", &[])),
+        "max_limit"
+    );
+    assert_eq!(
+        limit_of(run("SELECT key FROM t LIMIT 1 OFFSET 11", &[])),
+        "max_offset"
+    );
+    assert_eq!(
+        limit_of(run(
+            "SELECT key FROM t",
+            &[Value::Int(1), Value::Int(2), Value::Int(3)]
+        )),
+        "max_params"
+    );
+    let many = format!(
+        "SELECT key FROM t WHERE {}",
+        ["key = 'a'"; 8].join(" OR ")
+    );
+    assert_eq!(limit_of(run(&many, &[])), "max_expr_nodes");
+    let deep = format!("SELECT {}1{} FROM t", "(".repeat(40), ")".repeat(40));
+    assert!(matches!(
+        run(&deep, &[]),
+        PlanError::Syntax(_) | PlanError::Limit { .. }
+    ));
+}
+
+#[test]
+fn pushdown_and_shapes() {
+    let p = ok("SELECT key FROM t WHERE key LIKE 'user:%'");
+    assert!(p.filter.is_none());
+    assert!(!p.ranges.is_all());
+    let p = ok("SELECT key FROM t WHERE key = 'a' AND length(value) > 2");
+    assert_eq!(p.ranges.points(), Some(vec!["a"]));
+    assert!(p.filter.is_some(), "the non-key conjunct stays");
+    let p = ok("SELECT count(*) FROM t WHERE starts_with(key, 'x')");
+    assert!(matches!(p.shape, Shape::Aggregate { .. }));
+    assert!(p.filter.is_none());
+    let p = ok("EXPLAIN SELECT key FROM t WHERE key >= 'b'");
+    assert!(p.explain);
+    let lines = p.explain_lines("all 16");
+    assert!(
+        lines.iter().any(|l| l.starts_with("key ranges:")),
+        "{lines:?}"
+    );
+}
