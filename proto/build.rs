@@ -1,7 +1,10 @@
 //! Compiles the .proto files with protox (pure Rust), so no system protoc is needed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["proto/ebb/record/v1/record.proto"];
+    let files = [
+        "proto/ebb/record/v1/record.proto",
+        "proto/ebb/query/v1/query.proto",
+    ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");
     }

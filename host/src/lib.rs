@@ -17,6 +17,7 @@
 
 pub mod cli;
 pub mod error;
+pub mod exec;
 pub mod fragment;
 pub mod http;
 pub mod metrics;
@@ -27,6 +28,7 @@ pub mod store;
 pub mod table;
 
 pub use error::{Error, OpenError, ShutdownError};
+pub use exec::{Consistency, QueryBudgets, QueryError, QueryOutput, QueryRequest, QueryStats};
 pub use node::config::NodeConfig;
 pub use node::{BootStats, Node, NodeHealth, TableInfo};
 pub use record::{Record, RecordKind, Version};

@@ -1,13 +1,22 @@
 //! ebb's protobuf messages, generated from `proto/` at build time.
 //!
-//! `record::v1` is the persisted record envelope; its field numbers are part of
-//! the on-disk format and never change meaning.
+//! `record::v1` is the persisted record envelope (its field numbers are part
+//! of the on-disk format); `query::v1` is the SQL page protocol and the
+//! cursor format. Field numbers never change meaning.
 
 /// The persisted record envelope (`ebb.record.v1`).
 pub mod record {
     /// Version 1 of the record envelope.
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/ebb.record.v1.rs"));
+    }
+}
+
+/// The page protocol and cursors of the SQL executor (`ebb.query.v1`).
+pub mod query {
+    /// Version 1 of the query messages.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/ebb.query.v1.rs"));
     }
 }
 

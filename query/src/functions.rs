@@ -240,6 +240,8 @@ fn substr(args: &[Value]) -> Value {
     };
     match &args[0] {
         Value::Null => Value::Null,
+        // SQLite quirk kept for compatibility: substr of an empty blob is NULL.
+        Value::Bytes(b) if b.is_empty() => Value::Null,
         Value::Bytes(b) => {
             let (from, n) = substr_window(b.len() as i64, start, count);
             Value::Bytes(b.slice(from..from + n))

@@ -206,10 +206,7 @@ fn every_limit_is_enforced_by_name() {
         )),
         "max_params"
     );
-    let many = format!(
-        "SELECT key FROM t WHERE {}",
-        ["key = 'a'"; 8].join(" OR ")
-    );
+    let many = format!("SELECT key FROM t WHERE {}", ["key = 'a'"; 8].join(" OR "));
     assert_eq!(limit_of(run(&many, &[])), "max_expr_nodes");
     let deep = format!("SELECT {}1{} FROM t", "(".repeat(40), ")".repeat(40));
     assert!(matches!(

@@ -79,7 +79,7 @@ impl Fragment {
     ) -> Result<oneshot::Receiver<Result<WriteOutcome, flush::BacklogFull>>, SubmitError> {
         let permit = self.shared.admission.admit(Priority::High)?;
         let (reply, outcome) = oneshot::channel();
-        let mut operation = Operation {
+        let operation = Operation {
             task: Task::Write {
                 table,
                 key,
@@ -89,11 +89,31 @@ impl Fragment {
             route,
             permit,
         };
+        self.send(operation).await?;
+        Ok(outcome)
+    }
+
+    /// Admit `work` to the `Background` pool and run it on a background
+    /// worker. The work answers its caller itself (e.g. through a oneshot).
+    pub async fn submit_background(
+        &self,
+        work: Box<dyn FnOnce(&FragmentState) + Send>,
+    ) -> Result<(), SubmitError> {
+        let permit = self.shared.admission.admit(Priority::Background)?;
+        let operation = Operation {
+            task: Task::Run(work),
+            route: 0,
+            permit,
+        };
+        self.send(operation).await
+    }
+
+    async fn send(&self, mut operation: Operation) -> Result<(), SubmitError> {
         let deadline = tokio::time::Instant::now() + DISPATCHER_RESTART_WAIT;
         loop {
             if let Some(dispatcher) = self.shared.dispatcher() {
                 match dispatcher.send_message(operation) {
-                    Ok(()) => return Ok(outcome),
+                    Ok(()) => return Ok(()),
                     Err(ractor::MessagingErr::SendErr(returned)) => operation = returned,
                     Err(_) => return Err(SubmitError::Stopped(self.shared.state.id())),
                 }

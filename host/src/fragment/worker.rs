@@ -12,7 +12,6 @@ use crate::names::TableName;
 use crate::node::clock::now_ms;
 
 /// What an operation does.
-#[derive(Debug)]
 pub enum Task {
     /// Apply a mutation to one key.
     Write {
@@ -25,6 +24,19 @@ pub enum Task {
         /// Receives the outcome. Dropped unanswered only if the worker dies.
         reply: oneshot::Sender<Result<WriteOutcome, BacklogFull>>,
     },
+    /// Run background work (a query page) against the fragment state. The
+    /// closure answers its caller itself; dropping it unanswered tells the
+    /// caller the work was interrupted.
+    Run(Box<dyn FnOnce(&FragmentState) + Send>),
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Task::Write { table, key, .. } => write!(f, "Write({table}, {key:?})"),
+            Task::Run(_) => f.write_str("Run"),
+        }
+    }
 }
 
 /// An admitted operation: its task, its routing hash and its admission slot
@@ -72,6 +84,7 @@ impl Actor for Worker {
                 let outcome = state.apply(&table, &key, mutation, now_ms());
                 let _ = reply.send(outcome);
             }
+            Task::Run(work) => work(state),
         }
         drop(operation.permit);
         Ok(())

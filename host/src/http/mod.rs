@@ -6,6 +6,7 @@ pub mod body;
 pub mod error;
 pub mod kv;
 pub mod observe;
+pub mod sql;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -75,6 +76,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/tables/{table}/batch", post(batch::batch))
         .route("/v1/tables", get(kv::list_tables))
+        .route("/v1/sql", post(sql::sql))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::exec::QueryBudgets;
 use crate::fragment::pool::PoolConfig;
 
 /// Fragments of a new data dir unless configured otherwise.
@@ -43,6 +44,8 @@ pub struct NodeConfig {
     pub default_pool: PoolConfig,
     /// Scans and expiry work. Default 1 worker, 256 queued.
     pub background_pool: PoolConfig,
+    /// SQL budgets and page sizes.
+    pub query: QueryBudgets,
 }
 
 impl Default for NodeConfig {
@@ -67,6 +70,7 @@ impl Default for NodeConfig {
                 workers: 1,
                 capacity: 256,
             },
+            query: QueryBudgets::default(),
         }
     }
 }
@@ -112,6 +116,12 @@ impl NodeConfig {
     /// Set the client point-operation pool.
     pub fn high_pool(mut self, pool: PoolConfig) -> Self {
         self.high_pool = pool;
+        self
+    }
+
+    /// Set the SQL budgets.
+    pub fn query_budgets(mut self, budgets: QueryBudgets) -> Self {
+        self.query = budgets;
         self
     }
 

@@ -242,6 +242,14 @@ impl Node {
             .collect()
     }
 
+    /// Run a SQL query (or continue one with a cursor); one page of results.
+    pub async fn query(
+        &self,
+        request: crate::exec::QueryRequest,
+    ) -> Result<crate::exec::QueryOutput, crate::exec::QueryError> {
+        crate::exec::execute(self, request).await
+    }
+
     /// Per-fragment health.
     pub async fn health(&self) -> NodeHealth {
         let mut fragments = Vec::with_capacity(self.inner.fragments.len());

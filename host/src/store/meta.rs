@@ -12,6 +12,7 @@ const KEY_FORMAT: &str = "format_version";
 const KEY_FRAGMENTS: &str = "fragment_count";
 const KEY_NODE_ID: &str = "node_id";
 const KEY_HLC: &str = "hlc_high_water";
+const KEY_CURSOR: &str = "cursor_key";
 
 /// Identity of an opened data directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,22 @@ pub struct DataDirMeta {
     pub node_id: Arc<str>,
     /// Highest `(hlc_ms, counter)` recorded at the last clean shutdown.
     pub hlc_high_water: (u64, u64),
+    /// Secret key that signs query cursors (32 random bytes, created once).
+    pub cursor_key: [u8; 32],
+}
+
+/// The data dir's cursor key, created (and stored) the first time.
+fn cursor_key(store: &dyn KvStore) -> Result<[u8; 32], MetaError> {
+    match store.read_meta(KEY_CURSOR)? {
+        Some(raw) => raw
+            .try_into()
+            .map_err(|_| MetaError::Corrupt { key: KEY_CURSOR }),
+        None => {
+            let key: [u8; 32] = rand::random();
+            store.write_meta(&[(KEY_CURSOR, key.to_vec())])?;
+            Ok(key)
+        }
+    }
 }
 
 /// The data dir cannot be used as asked.
@@ -104,6 +121,7 @@ impl DataDirMeta {
                     fragments,
                     node_id: Arc::from(node_id),
                     hlc_high_water,
+                    cursor_key: cursor_key(store)?,
                 })
             }
             None => {
@@ -118,6 +136,7 @@ impl DataDirMeta {
                     fragments,
                     node_id: Arc::from(node_id),
                     hlc_high_water: (0, 0),
+                    cursor_key: cursor_key(store)?,
                 })
             }
         }

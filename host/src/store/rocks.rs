@@ -19,7 +19,7 @@ pub const CF_PLUGINS: &str = "plugins";
 pub const CF_EXPIRY_OUTBOX: &str = "expiry_outbox";
 /// Expiry events that exhausted their attempts.
 pub const CF_DEAD_LETTERS: &str = "dead_letters";
-/// Format version, fragment count, node id, clock high-water mark.
+/// Format version, fragment count, node id, clock high-water mark, cursor key.
 pub const CF_META: &str = "meta";
 
 const FAMILIES: [&str; 5] = [

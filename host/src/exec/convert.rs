@@ -1,0 +1,105 @@
+//! Conversions of SQL values: to and from the protobuf `Value` and JSON.
+
+use base64::Engine as _;
+use bytes::Bytes;
+use ebb_proto::query::v1 as pb;
+use ebb_query::Value;
+use serde_json::{Value as Json, json};
+
+/// A SQL value as a protobuf value.
+pub fn to_proto(value: &Value) -> pb::Value {
+    use pb::value::Kind;
+    let kind = match value {
+        Value::Null => Kind::Null(true),
+        Value::Bool(b) => Kind::Boolean(*b),
+        Value::Int(i) => Kind::Int(*i),
+        Value::Float(f) => Kind::Float(*f),
+        Value::Text(t) => Kind::Text(t.to_string()),
+        Value::Bytes(b) => Kind::Bytes(b.clone()),
+    };
+    pb::Value { kind: Some(kind) }
+}
+
+/// A protobuf value as a SQL value; a value with no field set is refused.
+pub fn from_proto(value: &pb::Value) -> Result<Value, String> {
+    use pb::value::Kind;
+    Ok(match &value.kind {
+        None => return Err("a value with no field set".into()),
+        Some(Kind::Null(_)) => Value::Null,
+        Some(Kind::Boolean(b)) => Value::Bool(*b),
+        Some(Kind::Int(i)) => Value::Int(*i),
+        Some(Kind::Float(f)) => Value::Float(*f),
+        Some(Kind::Text(t)) => Value::text(t.as_str()),
+        Some(Kind::Bytes(b)) => Value::Bytes(b.clone()),
+    })
+}
+
+/// A result value as JSON: bytes as a string when valid UTF-8, else
+/// `{"base64": ...}`; non-finite floats as null.
+pub fn to_json(value: &Value) -> Json {
+    match value {
+        Value::Null => Json::Null,
+        Value::Bool(b) => json!(b),
+        Value::Int(i) => json!(i),
+        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
+        Value::Text(t) => json!(t.as_ref()),
+        Value::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(text) => json!(text),
+            Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(b) }),
+        },
+    }
+}
+
+/// A request parameter from JSON: null, boolean, integer, float, string
+/// (text) or `{"base64": ...}` (bytes).
+pub fn from_json(value: &Json) -> Result<Value, String> {
+    Ok(match value {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().ok_or("number out of range")?),
+        },
+        Json::String(s) => Value::text(s.as_str()),
+        Json::Object(map) if map.len() == 1 && map.contains_key("base64") => {
+            let text = map["base64"].as_str().ok_or("base64 must be a string")?;
+            Value::Bytes(Bytes::from(
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(|e| format!("bad base64: {e}"))?,
+            ))
+        }
+        other => {
+            return Err(format!(
+                "{other} is not a parameter value (use null, a boolean, a number, a string or {{\"base64\": ...}})"
+            ));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_through_proto_and_json() {
+        let values = [
+            Value::Null,
+            Value::Bool(true),
+            Value::Int(-3),
+            Value::Float(2.5),
+            Value::text("é"),
+            Value::Bytes(Bytes::from_static(b"\xff\x00")),
+        ];
+        for value in &values {
+            assert_eq!(&from_proto(&to_proto(value)).unwrap(), value);
+            assert_eq!(&from_json(&to_json(value)).unwrap(), value);
+        }
+        assert_eq!(
+            to_json(&Value::Bytes(Bytes::from_static(b"abc"))),
+            json!("abc")
+        );
+        assert!(from_proto(&pb::Value { kind: None }).is_err());
+        assert!(from_json(&json!([1])).is_err());
+    }
+}

@@ -1,0 +1,144 @@
+//! The SQL executor: plans a query, fans pages out to the partitions that
+//! can match, merges them (key order, sort, or aggregate states), applies
+//! budgets, and pages results across requests with signed cursors.
+
+pub mod convert;
+pub mod cursor;
+pub mod page;
+mod run;
+
+use std::time::Duration;
+
+use ebb_query::{FunctionError, OutputColumn, PlanError, Value};
+
+pub use run::{execute, stream};
+
+/// How a continuation treats partitions that changed since the first page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Consistency {
+    /// A continuation whose partitions changed fails with `QueryChanged`.
+    #[default]
+    Guarded,
+    /// Continue from the resume keys: each key at most once, later pages may
+    /// see newer data.
+    Relaxed,
+}
+
+/// A query request.
+#[derive(Debug, Clone, Default)]
+pub struct QueryRequest {
+    /// The SQL (absent when continuing with `cursor`).
+    pub sql: Option<String>,
+    /// Parameters for `?` / `$n`.
+    pub params: Vec<Value>,
+    /// Rows per response (default 1000, at most 10 000).
+    pub page_size: Option<usize>,
+    /// Continue a previous response.
+    pub cursor: Option<String>,
+    /// Consistency of continuations (default guarded).
+    pub consistency: Option<Consistency>,
+}
+
+/// Query budgets: exceeding one fails the query with an error naming it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryBudgets {
+    /// Records a query may visit. Default 10 million.
+    pub max_scanned_records: u64,
+    /// Time a request may take. Default 30 s.
+    pub timeout: Duration,
+    /// Result bytes per response: a response stops early (with a cursor)
+    /// when the next row would pass it. Default 16 MiB.
+    pub max_result_bytes: usize,
+    /// Groups an aggregate may hold. Default 100 000.
+    pub max_groups: usize,
+    /// Rows ORDER BY may buffer. Default 100 000.
+    pub max_order_buffer: usize,
+    /// Records a page visits. Default 256.
+    pub page_visit_budget: usize,
+    /// Default rows per response. Default 1000.
+    pub default_page_size: usize,
+    /// Largest `page_size`. Default 10 000.
+    pub max_page_size: usize,
+}
+
+impl Default for QueryBudgets {
+    fn default() -> Self {
+        Self {
+            max_scanned_records: 10_000_000,
+            timeout: Duration::from_secs(30),
+            max_result_bytes: 16 * 1024 * 1024,
+            max_groups: 100_000,
+            max_order_buffer: 100_000,
+            page_visit_budget: 256,
+            default_page_size: 1000,
+            max_page_size: 10_000,
+        }
+    }
+}
+
+/// Statistics of one response.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QueryStats {
+    /// Rows returned.
+    pub rows: u64,
+    /// Records visited.
+    pub scanned: u64,
+    /// Pages run.
+    pub pages: u64,
+    /// Wall time in milliseconds.
+    pub elapsed_ms: f64,
+}
+
+/// A response: columns, rows, and a cursor when more rows remain.
+#[derive(Debug, Clone)]
+pub struct QueryOutput {
+    /// Result columns.
+    pub columns: Vec<OutputColumn>,
+    /// Rows of values.
+    pub rows: Vec<Vec<Value>>,
+    /// Continue with this cursor; `None` when the result is complete.
+    pub cursor: Option<String>,
+    /// Statistics.
+    pub stats: QueryStats,
+}
+
+/// A query failed. Nothing partial is returned with an error.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum QueryError {
+    /// The request itself is malformed (page size, consistency, parameters).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The SQL cannot be planned.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The cursor is garbage, tampered, or belongs to another query.
+    #[error(transparent)]
+    InvalidCursor(#[from] cursor::InvalidCursor),
+    /// Under guarded consistency, a partition changed since the first page.
+    #[error(
+        "the data changed since the first page (fragment {fragment}); rerun the query, or continue with \"consistency\": \"relaxed\""
+    )]
+    QueryChanged {
+        /// The fragment whose partition changed.
+        fragment: u32,
+    },
+    /// A budget was exceeded.
+    #[error("{message}")]
+    Budget {
+        /// Which budget.
+        budget: &'static str,
+        /// Its value.
+        limit: u64,
+        /// What happened and what to do.
+        message: String,
+    },
+    /// The query ran past its time budget.
+    #[error("the query ran longer than {0:?} (timeout); narrow it or raise the timeout")]
+    Timeout(Duration),
+    /// A function failed (a plugin's failure or an error like integer overflow).
+    #[error(transparent)]
+    Function(#[from] FunctionError),
+    /// The node could not run the query now.
+    #[error(transparent)]
+    Node(#[from] crate::Error),
+}

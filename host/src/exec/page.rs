@@ -1,0 +1,243 @@
+//! One page of a partition scan: visit up to a budget of records from a
+//! snapshot, evaluate the filter and the projection or partial aggregates.
+//!
+//! A page reads an immutable snapshot and holds no lock, so calls into
+//! functions (plugins included) never block writers.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use ebb_query::{AggState, Column, FunctionError, Plan, RowSource, Shape, Value, eval_batch};
+
+use crate::fragment::partition::PartitionSnapshot;
+use crate::record::Record;
+
+/// Records evaluated together (one function call per batch).
+const BATCH: usize = 256;
+
+/// A visible record during a scan.
+pub struct ScanRow {
+    /// The key.
+    pub key: Arc<str>,
+    /// The record.
+    pub record: Record,
+    /// Its fragment.
+    pub fragment: u32,
+}
+
+impl RowSource for ScanRow {
+    fn column(&self, column: Column) -> Value {
+        match column {
+            Column::Key => Value::Text(self.key.clone()),
+            Column::Value => Value::Bytes(self.record.value.clone()),
+            Column::VersionMs => Value::Int(self.record.version.hlc_ms as i64),
+            Column::ExpiresAt => self
+                .record
+                .expires_at_ms
+                .map_or(Value::Null, |at| Value::Int(at as i64)),
+            Column::Fragment => Value::Int(i64::from(self.fragment)),
+        }
+    }
+}
+
+/// A row query's output row: its key (merge order), projected values and
+/// ORDER BY values.
+#[derive(Debug, Clone)]
+pub struct OutRow {
+    /// The record's key.
+    pub key: Arc<str>,
+    /// Projected values.
+    pub values: Vec<Value>,
+    /// ORDER BY values.
+    pub sort: Vec<Value>,
+}
+
+/// Partial aggregates by group key.
+pub type Groups = HashMap<Vec<Value>, Vec<AggState>>;
+
+/// What a page produced.
+#[derive(Debug, Default)]
+pub struct PageOutput {
+    /// Row queries: matching rows in key order.
+    pub rows: Vec<OutRow>,
+    /// Aggregate queries: partial states.
+    pub groups: Groups,
+    /// The last key visited; the next page starts after it.
+    pub resume_after: Option<Arc<str>>,
+    /// No records remain in the ranges.
+    pub done: bool,
+    /// Records visited (tombstones and expired ones included).
+    pub visited: usize,
+}
+
+fn lower_bound<'a>(start: &'a Bound<String>, resume: Option<&'a str>) -> Bound<&'a str> {
+    let start = match start {
+        Bound::Included(s) => Bound::Included(s.as_str()),
+        Bound::Excluded(s) => Bound::Excluded(s.as_str()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    match (start, resume) {
+        (start, None) => start,
+        (Bound::Unbounded, Some(r)) => Bound::Excluded(r),
+        (Bound::Included(s) | Bound::Excluded(s), Some(r)) if r < s => start,
+        (Bound::Excluded(s), Some(r)) if r == s => start,
+        (_, Some(r)) => Bound::Excluded(r),
+    }
+}
+
+fn upper_bound(end: &Bound<String>) -> Bound<&str> {
+    match end {
+        Bound::Included(e) => Bound::Included(e.as_str()),
+        Bound::Excluded(e) => Bound::Excluded(e.as_str()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn past_end(resume: &str, end: &Bound<String>) -> bool {
+    match end {
+        Bound::Included(e) => resume >= e.as_str(),
+        Bound::Excluded(e) => resume >= e.as_str(),
+        Bound::Unbounded => false,
+    }
+}
+
+/// Evaluate one page of `plan` over `snapshot`: visit at most `budget`
+/// records after `resume_after`, keep those visible at `snapshot_ms`.
+pub fn run_page(
+    plan: &Plan,
+    snapshot: &PartitionSnapshot,
+    fragment: u32,
+    resume_after: Option<&str>,
+    budget: usize,
+    snapshot_ms: u64,
+) -> Result<PageOutput, FunctionError> {
+    let mut out = PageOutput::default();
+    let mut batch: Vec<ScanRow> = Vec::with_capacity(BATCH.min(budget));
+    let mut last: Option<Arc<str>> = None;
+    let mut exhausted = true;
+    'ranges: for range in &plan.ranges.0 {
+        if let Some(resume) = resume_after
+            && past_end(resume, &range.end)
+        {
+            continue;
+        }
+        let bounds = (
+            lower_bound(&range.start, resume_after),
+            upper_bound(&range.end),
+        );
+        for (key, record) in snapshot.records.range::<_, str>(bounds) {
+            if out.visited == budget {
+                exhausted = false;
+                break 'ranges;
+            }
+            out.visited += 1;
+            last = Some(key.clone());
+            if !record.is_visible_at(snapshot_ms) {
+                continue;
+            }
+            batch.push(ScanRow {
+                key: key.clone(),
+                record: record.clone(),
+                fragment,
+            });
+            if batch.len() == BATCH {
+                evaluate(plan, &mut batch, &mut out)?;
+            }
+        }
+    }
+    evaluate(plan, &mut batch, &mut out)?;
+    out.done = exhausted;
+    out.resume_after = last.or_else(|| resume_after.map(Arc::from));
+    Ok(out)
+}
+
+fn evaluate(
+    plan: &Plan,
+    batch: &mut Vec<ScanRow>,
+    out: &mut PageOutput,
+) -> Result<(), FunctionError> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<ScanRow> = match &plan.filter {
+        None => std::mem::take(batch),
+        Some(filter) => {
+            let keep = eval_batch(filter, batch)?;
+            std::mem::take(batch)
+                .into_iter()
+                .zip(keep)
+                .filter(|(_, k)| k.truth() == Some(true))
+                .map(|(row, _)| row)
+                .collect()
+        }
+    };
+    if rows.is_empty() {
+        return Ok(());
+    }
+    match &plan.shape {
+        Shape::Rows { projection } => {
+            let columns: Vec<Vec<Value>> = projection
+                .iter()
+                .map(|e| eval_batch(e, &rows))
+                .collect::<Result<_, _>>()?;
+            let sorts: Vec<Vec<Value>> = plan
+                .order_by
+                .iter()
+                .map(|k| eval_batch(&k.expr, &rows))
+                .collect::<Result<_, _>>()?;
+            for (i, row) in rows.iter().enumerate() {
+                out.rows.push(OutRow {
+                    key: row.key.clone(),
+                    values: columns.iter().map(|c| c[i].clone()).collect(),
+                    sort: sorts.iter().map(|c| c[i].clone()).collect(),
+                });
+            }
+        }
+        Shape::Aggregate {
+            group_by,
+            aggregates,
+            ..
+        } => {
+            let keys: Vec<Vec<Value>> = group_by
+                .iter()
+                .map(|e| eval_batch(e, &rows))
+                .collect::<Result<_, _>>()?;
+            let args: Vec<Vec<Vec<Value>>> = aggregates
+                .iter()
+                .map(|a| {
+                    a.args
+                        .iter()
+                        .map(|e| eval_batch(e, &rows))
+                        .collect::<Result<_, _>>()
+                })
+                .collect::<Result<_, _>>()?;
+            // Rows of each group, so each aggregate is updated once per group per batch.
+            let mut members: HashMap<Vec<Value>, Vec<usize>> = HashMap::new();
+            for i in 0..rows.len() {
+                let key: Vec<Value> = keys.iter().map(|c| c[i].clone()).collect();
+                members.entry(key).or_default().push(i);
+            }
+            for (key, indexes) in members {
+                let states = match out.groups.get_mut(&key) {
+                    Some(states) => states,
+                    None => {
+                        let fresh = aggregates
+                            .iter()
+                            .map(|a| a.function.init())
+                            .collect::<Result<Vec<_>, _>>()?;
+                        out.groups.entry(key).or_insert(fresh)
+                    }
+                };
+                for (a, aggregate) in aggregates.iter().enumerate() {
+                    let arg_rows: Vec<Vec<Value>> = indexes
+                        .iter()
+                        .map(|&i| args[a].iter().map(|c| c[i].clone()).collect())
+                        .collect();
+                    aggregate.function.update(&mut states[a], &arg_rows)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

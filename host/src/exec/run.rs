@@ -1,0 +1,713 @@
+//! Running a planned query: fan-out, page fetching, merging, budgets and
+//! cursors.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ebb_proto::query::v1 as pb;
+use ebb_query::{
+    AggState, Builtins, Column, Limits, OutputColumn, Plan, RowSource, Shape, SqlType, Value,
+    eval_batch,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use super::convert::{from_proto, to_proto};
+use super::cursor;
+use super::page::{Groups, OutRow, PageOutput, run_page};
+use super::{Consistency, QueryBudgets, QueryError, QueryOutput, QueryRequest, QueryStats};
+use crate::Node;
+use crate::fragment::partition::PartitionSnapshot;
+use crate::node::clock::now_ms;
+
+/// Plan and run `request`, returning one page of results.
+pub async fn execute(node: &Node, request: QueryRequest) -> Result<QueryOutput, QueryError> {
+    let _admitted = node.inner.gate.admit().ok_or(crate::Error::ShuttingDown)?;
+    let mut run = Run::prepare(node, request)?;
+    let mut sink = Sink::Page {
+        rows: Vec::new(),
+        bytes: 0,
+    };
+    let cursor = run.run(&mut sink).await?;
+    let Sink::Page { rows, .. } = sink else {
+        unreachable!("page sink")
+    };
+    let mut stats = run.stats;
+    stats.rows = rows.len() as u64;
+    stats.elapsed_ms = run.started.elapsed().as_secs_f64() * 1000.0;
+    Ok(QueryOutput {
+        columns: run.columns.clone(),
+        rows,
+        cursor,
+        stats,
+    })
+}
+
+/// Plan `request` and stream every result row into `rows` (no paging).
+/// `columns` receives the result columns before the first row.
+pub async fn stream(
+    node: &Node,
+    request: QueryRequest,
+    columns: oneshot::Sender<Vec<OutputColumn>>,
+    rows: mpsc::Sender<Vec<Value>>,
+) -> Result<QueryStats, QueryError> {
+    let _admitted = node.inner.gate.admit().ok_or(crate::Error::ShuttingDown)?;
+    let mut run = Run::prepare(node, request)?;
+    let _ = columns.send(run.columns.clone());
+    let mut sink = Sink::Stream { rows, sent: 0 };
+    run.run(&mut sink).await?;
+    let Sink::Stream { sent, .. } = sink else {
+        unreachable!("stream sink")
+    };
+    let mut stats = run.stats;
+    stats.rows = sent;
+    stats.elapsed_ms = run.started.elapsed().as_secs_f64() * 1000.0;
+    Ok(stats)
+}
+
+/// Where result rows go.
+enum Sink {
+    /// One response page (bounded by page size and result bytes).
+    Page { rows: Vec<Vec<Value>>, bytes: usize },
+    /// A stream of every row.
+    Stream {
+        rows: mpsc::Sender<Vec<Value>>,
+        sent: u64,
+    },
+}
+
+fn row_bytes(row: &[Value]) -> usize {
+    row.iter()
+        .map(|v| match v {
+            Value::Text(t) => t.len() + 8,
+            Value::Bytes(b) => b.len() * 4 / 3 + 16,
+            _ => 8,
+        })
+        .sum()
+}
+
+impl Sink {
+    /// Whether one more row fits in this response (streams always take more).
+    fn has_room(
+        &self,
+        row: &[Value],
+        page_size: usize,
+        max_bytes: usize,
+    ) -> Result<bool, QueryError> {
+        match self {
+            Sink::Stream { .. } => Ok(true),
+            Sink::Page { rows, bytes } => {
+                let size = row_bytes(row);
+                if rows.is_empty() && size > max_bytes {
+                    return Err(QueryError::Budget {
+                        budget: "max_result_bytes",
+                        limit: max_bytes as u64,
+                        message: format!(
+                            "one result row is {size} bytes, over the {max_bytes}-byte response budget (max_result_bytes); select fewer or smaller columns"
+                        ),
+                    });
+                }
+                Ok(rows.len() < page_size && bytes + size <= max_bytes)
+            }
+        }
+    }
+
+    async fn push(&mut self, row: Vec<Value>) -> Result<(), QueryError> {
+        match self {
+            Sink::Page { rows, bytes } => {
+                *bytes += row_bytes(&row);
+                rows.push(row);
+            }
+            Sink::Stream { rows, sent } => {
+                rows.send(row)
+                    .await
+                    .map_err(|_| QueryError::InvalidRequest("the client went away".into()))?;
+                *sent += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One partition's scan state.
+struct Scan {
+    fragment: u32,
+    snapshot: Option<PartitionSnapshot>,
+    revision: u64,
+    incarnation: u64,
+    resume_after: Option<Arc<str>>,
+    done: bool,
+    buffer: VecDeque<OutRow>,
+    /// Resume point for a continuation: the last key handed on (or the start).
+    emitted_to: Option<Arc<str>>,
+}
+
+struct GroupRow<'a> {
+    keys: &'a [Value],
+    results: &'a [Value],
+}
+
+impl RowSource for GroupRow<'_> {
+    fn column(&self, _column: Column) -> Value {
+        Value::Null
+    }
+    fn group_key(&self, i: usize) -> Value {
+        self.keys[i].clone()
+    }
+    fn agg_result(&self, i: usize) -> Value {
+        self.results[i].clone()
+    }
+}
+
+struct Run<'a> {
+    node: &'a Node,
+    plan: Arc<Plan>,
+    columns: Vec<OutputColumn>,
+    sql: String,
+    params: Vec<Value>,
+    page_size: usize,
+    consistency: Consistency,
+    previous: Option<pb::Cursor>,
+    budgets: QueryBudgets,
+    snapshot_ms: u64,
+    started: Instant,
+    stats: QueryStats,
+}
+
+fn cmp_values(a: &[Value], b: &[Value], descending: &[bool]) -> Ordering {
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let order = x.total_cmp(y);
+        let order = if descending.get(i).copied().unwrap_or(false) {
+            order.reverse()
+        } else {
+            order
+        };
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+    Ordering::Equal
+}
+
+impl<'a> Run<'a> {
+    fn prepare(node: &'a Node, request: QueryRequest) -> Result<Self, QueryError> {
+        let budgets = node.inner.config.query;
+        let key = &node.inner.meta.cursor_key;
+        let previous = request
+            .cursor
+            .as_deref()
+            .map(|token| cursor::open(key, token))
+            .transpose()?;
+        let (sql, params, page_size, consistency) = match &previous {
+            Some(previous) => {
+                if let Some(sql) = &request.sql
+                    && sql != &previous.sql
+                {
+                    return Err(cursor::InvalidCursor(
+                        "it belongs to another query; send the cursor alone".into(),
+                    )
+                    .into());
+                }
+                let params = previous
+                    .params
+                    .iter()
+                    .map(from_proto)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| cursor::InvalidCursor(e).into_query())?;
+                let consistency = request.consistency.unwrap_or(if previous.relaxed {
+                    Consistency::Relaxed
+                } else {
+                    Consistency::Guarded
+                });
+                (
+                    previous.sql.clone(),
+                    params,
+                    previous.page_size as usize,
+                    consistency,
+                )
+            }
+            None => {
+                let sql = request.sql.clone().ok_or_else(|| {
+                    QueryError::InvalidRequest("send \"sql\" (or a \"cursor\" to continue)".into())
+                })?;
+                let page_size = request.page_size.unwrap_or(budgets.default_page_size);
+                (
+                    sql,
+                    request.params.clone(),
+                    page_size,
+                    request.consistency.unwrap_or_default(),
+                )
+            }
+        };
+        if page_size == 0 || page_size > budgets.max_page_size {
+            return Err(QueryError::InvalidRequest(format!(
+                "page_size must be 1 to {}",
+                budgets.max_page_size
+            )));
+        }
+        let plan = ebb_query::plan(&sql, &params, &Builtins, &Limits::default())?;
+        let columns = if plan.explain {
+            vec![OutputColumn {
+                name: "plan".into(),
+                sql_type: SqlType::Text,
+            }]
+        } else {
+            plan.columns.clone()
+        };
+        Ok(Run {
+            node,
+            plan: Arc::new(plan),
+            columns,
+            sql,
+            params,
+            page_size,
+            consistency,
+            previous,
+            budgets,
+            snapshot_ms: now_ms(),
+            started: Instant::now(),
+            stats: QueryStats::default(),
+        })
+    }
+
+    /// The fragments whose partitions can hold matching keys.
+    fn fragments(&self) -> Vec<u32> {
+        let router = &self.node.inner.router;
+        match self.plan.ranges.points() {
+            Some(points) => points
+                .iter()
+                .map(|key| router.fragment_of(key))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            None if self.plan.ranges.0.is_empty() => Vec::new(),
+            None => (0..router.fragments()).collect(),
+        }
+    }
+
+    fn snapshot(&self, fragment: u32) -> Result<Option<PartitionSnapshot>, QueryError> {
+        let table = match crate::names::TableName::new(&self.plan.table) {
+            Ok(table) => table,
+            // A name that cannot be a table has no records.
+            Err(_) => return Ok(None),
+        };
+        Ok(self.node.inner.fragments[fragment as usize]
+            .state()
+            .snapshot(&table))
+    }
+
+    /// Open every partition's scan, checking guarded continuations.
+    fn open_scans(&self) -> Result<Vec<Scan>, QueryError> {
+        let resumes: HashMap<u32, &pb::PartitionCursor> = self
+            .previous
+            .iter()
+            .flat_map(|c| c.partitions.iter())
+            .map(|p| (p.fragment, p))
+            .collect();
+        let fragments = self.fragments();
+        if fragments.iter().any(|f| *f >= self.node.fragment_count()) {
+            return Err(cursor::InvalidCursor(
+                "it names a fragment this node does not have".into(),
+            )
+            .into());
+        }
+        let mut scans = Vec::new();
+        for fragment in fragments {
+            let snapshot = self.snapshot(fragment)?;
+            let (revision, incarnation) = snapshot
+                .as_ref()
+                .map_or((0, 0), |s| (s.revision, s.incarnation));
+            let mut scan = Scan {
+                fragment,
+                snapshot,
+                revision,
+                incarnation,
+                resume_after: None,
+                done: false,
+                buffer: VecDeque::new(),
+                emitted_to: None,
+            };
+            if let Some(previous) = resumes.get(&fragment) {
+                if self.consistency == Consistency::Guarded
+                    && (previous.revision, previous.incarnation) != (revision, incarnation)
+                {
+                    return Err(QueryError::QueryChanged { fragment });
+                }
+                scan.resume_after = previous.resume_after.as_deref().map(Arc::from);
+                scan.emitted_to = scan.resume_after.clone();
+                scan.done = previous.done;
+            } else if self.previous.is_some() && self.is_merge() {
+                // A continuation only revisits the partitions it recorded.
+                scan.done = true;
+            }
+            if scan.snapshot.is_none() {
+                scan.done = true;
+            }
+            scans.push(scan);
+        }
+        Ok(scans)
+    }
+
+    fn is_merge(&self) -> bool {
+        matches!(self.plan.shape, Shape::Rows { .. }) && self.plan.order_by.is_empty()
+    }
+
+    fn check_deadline(&self) -> Result<(), QueryError> {
+        if self.started.elapsed() > self.budgets.timeout {
+            return Err(QueryError::Timeout(self.budgets.timeout));
+        }
+        Ok(())
+    }
+
+    /// Fetch one page for each of `scans[indexes]` concurrently, on the
+    /// fragments' background pools.
+    async fn fetch(
+        &mut self,
+        scans: &mut [Scan],
+        indexes: &[usize],
+    ) -> Result<Vec<(usize, PageOutput)>, QueryError> {
+        self.check_deadline()?;
+        let jobs = indexes.iter().map(|&i| {
+            let scan = &scans[i];
+            let plan = self.plan.clone();
+            let snapshot = scan.snapshot.clone();
+            let resume = scan.resume_after.clone();
+            let fragment = scan.fragment;
+            let budget = self.budgets.page_visit_budget;
+            let snapshot_ms = self.snapshot_ms;
+            let node = self.node;
+            async move {
+                let Some(snapshot) = snapshot else {
+                    return Ok((
+                        i,
+                        PageOutput {
+                            done: true,
+                            ..PageOutput::default()
+                        },
+                    ));
+                };
+                let (reply, answer) = oneshot::channel();
+                node.inner.fragments[fragment as usize]
+                    .submit_background(Box::new(move |_state| {
+                        let _ = reply.send(run_page(
+                            &plan,
+                            &snapshot,
+                            fragment,
+                            resume.as_deref(),
+                            budget,
+                            snapshot_ms,
+                        ));
+                    }))
+                    .await
+                    .map_err(crate::Error::from)?;
+                let page = answer
+                    .await
+                    .map_err(|_| crate::Error::Interrupted { fragment })??;
+                Ok::<_, QueryError>((i, page))
+            }
+        });
+        let pages = futures::future::try_join_all(jobs).await?;
+        for (i, page) in &pages {
+            let scan = &mut scans[*i];
+            scan.resume_after = page.resume_after.clone();
+            scan.done = page.done;
+            self.stats.pages += 1;
+            self.stats.scanned += page.visited as u64;
+        }
+        if self.stats.scanned > self.budgets.max_scanned_records {
+            return Err(QueryError::Budget {
+                budget: "max_scanned_records",
+                limit: self.budgets.max_scanned_records,
+                message: format!(
+                    "the query visited more than {} records (max_scanned_records); narrow the key range or the WHERE",
+                    self.budgets.max_scanned_records
+                ),
+            });
+        }
+        Ok(pages)
+    }
+
+    async fn run(&mut self, sink: &mut Sink) -> Result<Option<String>, QueryError> {
+        if self.plan.explain {
+            let fragments = self.fragments();
+            let described = if fragments.len() as u32 == self.node.fragment_count() {
+                format!("all {}", fragments.len())
+            } else {
+                format!("{fragments:?} (pruned by key)")
+            };
+            for line in self.plan.explain_lines(&described) {
+                sink.push(vec![Value::text(line)]).await?;
+            }
+            return Ok(None);
+        }
+        if self.is_merge() {
+            self.run_merge(sink).await
+        } else {
+            self.run_buffered(sink).await
+        }
+    }
+
+    fn seal(&self, scans: &[Scan], emitted: u64) -> String {
+        let partitions = scans
+            .iter()
+            .map(|scan| pb::PartitionCursor {
+                fragment: scan.fragment,
+                resume_after: scan.emitted_to.as_deref().map(str::to_string),
+                revision: scan.revision,
+                incarnation: scan.incarnation,
+                done: scan.done && scan.buffer.is_empty(),
+            })
+            .collect();
+        cursor::seal(
+            &self.node.inner.meta.cursor_key,
+            pb::Cursor {
+                format: 0,
+                sql: self.sql.clone(),
+                params: self.params.iter().map(to_proto).collect(),
+                page_size: self.page_size as u32,
+                relaxed: self.consistency == Consistency::Relaxed,
+                partitions,
+                emitted,
+            },
+        )
+    }
+
+    /// Row queries in key order: a k-way merge of the partitions' pages.
+    async fn run_merge(&mut self, sink: &mut Sink) -> Result<Option<String>, QueryError> {
+        let mut scans = self.open_scans()?;
+        let emitted_before = self.previous.as_ref().map_or(0, |c| c.emitted);
+        let mut to_skip = if self.previous.is_some() {
+            0
+        } else {
+            self.plan.offset
+        };
+        let mut emitted = emitted_before;
+        loop {
+            loop {
+                let needy: Vec<usize> = (0..scans.len())
+                    .filter(|&i| scans[i].buffer.is_empty() && !scans[i].done)
+                    .collect();
+                if needy.is_empty() {
+                    break;
+                }
+                for (i, page) in self.fetch(&mut scans, &needy).await? {
+                    scans[i].buffer.extend(page.rows);
+                }
+            }
+            let next = (0..scans.len())
+                .filter(|&i| !scans[i].buffer.is_empty())
+                .min_by(|&a, &b| scans[a].buffer[0].key.cmp(&scans[b].buffer[0].key));
+            let Some(i) = next else { return Ok(None) };
+            if self.plan.limit.is_some_and(|limit| emitted >= limit) {
+                return Ok(None);
+            }
+            if to_skip == 0
+                && !sink.has_room(
+                    &scans[i].buffer[0].values,
+                    self.page_size,
+                    self.budgets.max_result_bytes,
+                )?
+            {
+                return Ok(Some(self.seal(&scans, emitted)));
+            }
+            let row = scans[i].buffer.pop_front().expect("non-empty buffer");
+            scans[i].emitted_to = Some(row.key.clone());
+            if to_skip > 0 {
+                to_skip -= 1;
+                continue;
+            }
+            sink.push(row.values).await?;
+            emitted += 1;
+        }
+    }
+
+    /// Sorted row queries and aggregates: scan everything, then order and page.
+    async fn run_buffered(&mut self, sink: &mut Sink) -> Result<Option<String>, QueryError> {
+        let mut scans = self.open_scans()?;
+        for scan in &mut scans {
+            // Buffered queries recompute from the start; the cursor only guards.
+            scan.resume_after = None;
+            scan.emitted_to = None;
+            scan.done = scan.snapshot.is_none();
+        }
+        let emitted_before = self.previous.as_ref().map_or(0, |c| c.emitted);
+        let mut rows = match &self.plan.shape {
+            Shape::Rows { .. } => self.sorted_rows(&mut scans).await?,
+            Shape::Aggregate { .. } => self.aggregate_rows(&mut scans).await?,
+        };
+        let offset = self.plan.offset as usize;
+        let end = self
+            .plan
+            .limit
+            .map_or(rows.len(), |l| (offset + l as usize).min(rows.len()));
+        let start = (offset + emitted_before as usize).min(end);
+        for (emitted, row) in (emitted_before..).zip(rows.drain(start..end)) {
+            if !sink.has_room(&row, self.page_size, self.budgets.max_result_bytes)? {
+                return Ok(Some(self.seal(&scans, emitted)));
+            }
+            sink.push(row).await?;
+        }
+        Ok(None)
+    }
+
+    fn order_buffer_error(&self) -> QueryError {
+        QueryError::Budget {
+            budget: "max_order_buffer",
+            limit: self.budgets.max_order_buffer as u64,
+            message: format!(
+                "ORDER BY needs more than {} rows in memory (max_order_buffer); add a LIMIT or narrow the WHERE",
+                self.budgets.max_order_buffer
+            ),
+        }
+    }
+
+    async fn sorted_rows(&mut self, scans: &mut [Scan]) -> Result<Vec<Vec<Value>>, QueryError> {
+        let descending: Vec<bool> = self.plan.order_by.iter().map(|k| k.descending).collect();
+        let keep = self
+            .plan
+            .limit
+            .map(|l| self.plan.offset as usize + l as usize);
+        let order = |a: &OutRow, b: &OutRow| {
+            cmp_values(&a.sort, &b.sort, &descending).then_with(|| a.key.cmp(&b.key))
+        };
+        let mut buffer: Vec<OutRow> = Vec::new();
+        loop {
+            let pending: Vec<usize> = (0..scans.len()).filter(|&i| !scans[i].done).collect();
+            if pending.is_empty() {
+                break;
+            }
+            for (_, page) in self.fetch(scans, &pending).await? {
+                buffer.extend(page.rows);
+            }
+            if buffer.len() > self.budgets.max_order_buffer {
+                match keep {
+                    Some(keep) if keep <= self.budgets.max_order_buffer / 2 => {
+                        buffer.sort_by(order);
+                        buffer.truncate(keep);
+                    }
+                    _ => return Err(self.order_buffer_error()),
+                }
+            }
+        }
+        buffer.sort_by(order);
+        Ok(buffer.into_iter().map(|r| r.values).collect())
+    }
+
+    async fn aggregate_rows(&mut self, scans: &mut [Scan]) -> Result<Vec<Vec<Value>>, QueryError> {
+        let Shape::Aggregate {
+            group_by,
+            aggregates,
+            having,
+            projection,
+        } = &self.plan.shape
+        else {
+            unreachable!("aggregate shape");
+        };
+        let (group_by, aggregates, having, projection) = (
+            group_by.clone(),
+            aggregates.clone(),
+            having.clone(),
+            projection.clone(),
+        );
+        let mut groups: Groups = HashMap::new();
+        loop {
+            let pending: Vec<usize> = (0..scans.len()).filter(|&i| !scans[i].done).collect();
+            if pending.is_empty() {
+                break;
+            }
+            for (_, page) in self.fetch(scans, &pending).await? {
+                for (key, states) in page.groups {
+                    match groups.remove(&key) {
+                        Some(existing) => {
+                            let merged = existing
+                                .into_iter()
+                                .zip(states)
+                                .zip(&aggregates)
+                                .map(|((left, right), a)| a.function.merge(left, right))
+                                .collect::<Result<Vec<AggState>, _>>()?;
+                            groups.insert(key, merged);
+                        }
+                        None => {
+                            groups.insert(key, states);
+                        }
+                    }
+                }
+                if groups.len() > self.budgets.max_groups {
+                    return Err(QueryError::Budget {
+                        budget: "max_groups",
+                        limit: self.budgets.max_groups as u64,
+                        message: format!(
+                            "GROUP BY produced more than {} groups (max_groups); group by something coarser or narrow the WHERE",
+                            self.budgets.max_groups
+                        ),
+                    });
+                }
+            }
+        }
+        if group_by.is_empty() && groups.is_empty() {
+            let empty = aggregates
+                .iter()
+                .map(|a| a.function.init())
+                .collect::<Result<Vec<_>, _>>()?;
+            groups.insert(Vec::new(), empty);
+        }
+        let mut finished: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(groups.len());
+        for (key, states) in groups {
+            let results = states
+                .into_iter()
+                .zip(&aggregates)
+                .map(|(state, a)| a.function.finish(state))
+                .collect::<Result<Vec<_>, _>>()?;
+            finished.push((key, results));
+        }
+        finished.sort_by(|a, b| cmp_values(&a.0, &b.0, &[]));
+        let group_rows: Vec<GroupRow> = finished
+            .iter()
+            .map(|(k, r)| GroupRow {
+                keys: k,
+                results: r,
+            })
+            .collect();
+        let keep: Vec<bool> = match &having {
+            None => vec![true; group_rows.len()],
+            Some(h) => eval_batch(h, &group_rows)?
+                .into_iter()
+                .map(|v| v.truth() == Some(true))
+                .collect(),
+        };
+        let kept: Vec<GroupRow> = group_rows
+            .into_iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(g, _)| g)
+            .collect();
+        let columns: Vec<Vec<Value>> = projection
+            .iter()
+            .map(|e| eval_batch(e, &kept))
+            .collect::<Result<_, _>>()?;
+        let sorts: Vec<Vec<Value>> = self
+            .plan
+            .order_by
+            .iter()
+            .map(|k| eval_batch(&k.expr, &kept))
+            .collect::<Result<_, _>>()?;
+        let mut rows: Vec<(Vec<Value>, Vec<Value>)> = (0..kept.len())
+            .map(|i| {
+                (
+                    columns.iter().map(|c| c[i].clone()).collect(),
+                    sorts.iter().map(|c| c[i].clone()).collect(),
+                )
+            })
+            .collect();
+        let descending: Vec<bool> = self.plan.order_by.iter().map(|k| k.descending).collect();
+        rows.sort_by(|a, b| cmp_values(&a.1, &b.1, &descending));
+        Ok(rows.into_iter().map(|(values, _)| values).collect())
+    }
+}
+
+impl cursor::InvalidCursor {
+    fn into_query(self) -> QueryError {
+        QueryError::InvalidCursor(self)
+    }
+}

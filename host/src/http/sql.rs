@@ -1,0 +1,208 @@
+//! `POST /v1/sql`: run a query; JSON pages with cursors, or an NDJSON stream.
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value as JsonValue, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::AppState;
+use super::body::read_limited;
+use super::error::ApiError;
+use crate::exec::convert::{from_json, to_json};
+use crate::exec::{self, Consistency, QueryError, QueryRequest, QueryStats};
+use ebb_query::{OutputColumn, PlanError};
+
+/// Largest `/v1/sql` request body.
+const MAX_SQL_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlBody {
+    sql: Option<String>,
+    #[serde(default)]
+    params: Vec<JsonValue>,
+    page_size: Option<usize>,
+    cursor: Option<String>,
+    consistency: Option<String>,
+}
+
+impl From<QueryError> for ApiError {
+    fn from(error: QueryError) -> Self {
+        let message = error.to_string();
+        match error {
+            QueryError::InvalidRequest(_) => ApiError::invalid_request(message),
+            QueryError::Plan(PlanError::Limit { limit, value, .. }) => {
+                ApiError::too_large(message, value as usize).with("budget", json!(limit))
+            }
+            QueryError::Plan(_) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_sql", message),
+            QueryError::InvalidCursor(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_cursor", message)
+            }
+            QueryError::QueryChanged { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "query_changed", message)
+            }
+            QueryError::Budget { budget, limit, .. } => {
+                ApiError::too_large(message, limit as usize).with("budget", json!(budget))
+            }
+            QueryError::Timeout(_) => {
+                ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", message)
+            }
+            QueryError::Function(f) if f.plugin => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_error", message)
+            }
+            QueryError::Function(_) => ApiError::invalid_request(message),
+            QueryError::Node(e) => ApiError::from(e),
+        }
+    }
+}
+
+fn columns_json(columns: &[OutputColumn]) -> JsonValue {
+    columns
+        .iter()
+        .map(|c| json!({ "name": c.name, "type": c.sql_type.name() }))
+        .collect()
+}
+
+fn stats_json(stats: &QueryStats) -> JsonValue {
+    json!({
+        "rows": stats.rows,
+        "scanned": stats.scanned,
+        "pages": stats.pages,
+        "elapsed_ms": (stats.elapsed_ms * 1000.0).round() / 1000.0,
+    })
+}
+
+fn parse_request(body: SqlBody) -> Result<QueryRequest, ApiError> {
+    let params = body
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            from_json(p).map_err(|e| ApiError::invalid_request(format!("parameter {}: {e}", i + 1)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let consistency = match body.consistency.as_deref() {
+        None => None,
+        Some("guarded") => Some(Consistency::Guarded),
+        Some("relaxed") => Some(Consistency::Relaxed),
+        Some(other) => {
+            return Err(ApiError::invalid_request(format!(
+                "unknown consistency {other:?}; use \"guarded\" or \"relaxed\""
+            )));
+        }
+    };
+    if body.sql.is_none() && body.cursor.is_none() {
+        return Err(ApiError::invalid_request(
+            "send \"sql\", or a \"cursor\" to continue a query",
+        ));
+    }
+    Ok(QueryRequest {
+        sql: body.sql,
+        params,
+        page_size: body.page_size,
+        cursor: body.cursor,
+        consistency,
+    })
+}
+
+fn wants_ndjson(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("application/x-ndjson"))
+}
+
+/// `POST /v1/sql`.
+pub async fn sql(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let bytes = read_limited(
+        &headers,
+        body,
+        MAX_SQL_BODY_BYTES,
+        "the request body",
+        "4 MiB for /v1/sql",
+    )
+    .await?;
+    let body: SqlBody = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::invalid_request(format!("bad request body: {e}")))?;
+    let request = parse_request(body)?;
+    if wants_ndjson(&headers) {
+        return stream(app, request).await;
+    }
+    let output = exec::execute(&app.node, request).await?;
+    let rows: Vec<JsonValue> = output
+        .rows
+        .iter()
+        .map(|row| JsonValue::Array(row.iter().map(to_json).collect()))
+        .collect();
+    Ok(Json(json!({
+        "columns": columns_json(&output.columns),
+        "rows": rows,
+        "cursor": output.cursor,
+        "stats": stats_json(&output.stats),
+    }))
+    .into_response())
+}
+
+fn line(value: JsonValue) -> Result<bytes::Bytes, Infallible> {
+    let mut text = value.to_string();
+    text.push('\n');
+    Ok(bytes::Bytes::from(text))
+}
+
+/// Stream the whole result as NDJSON: a `columns` line, one line per row,
+/// then `{"stats": ...}` or `{"error": ...}`. Errors before the first line
+/// get their own status; later ones end the stream with an error line.
+async fn stream(app: AppState, request: QueryRequest) -> Result<Response, ApiError> {
+    let (columns_tx, columns_rx) = oneshot::channel();
+    let (rows_tx, rows_rx) = mpsc::channel(256);
+    let node = app.node.clone();
+    let task = tokio::spawn(async move { exec::stream(&node, request, columns_tx, rows_tx).await });
+    let columns = match columns_rx.await {
+        Ok(columns) => columns,
+        Err(_) => {
+            return match task.await {
+                Ok(Err(error)) => Err(error.into()),
+                _ => Err(ApiError::invalid_request(
+                    "the query ended before producing columns",
+                )),
+            };
+        }
+    };
+    let header_line =
+        futures::stream::once(async move { line(json!({ "columns": columns_json(&columns) })) });
+    let rows = futures::stream::unfold(rows_rx, |mut rx| async move {
+        rx.recv().await.map(|row: Vec<ebb_query::Value>| {
+            (
+                line(JsonValue::Array(row.iter().map(to_json).collect())),
+                rx,
+            )
+        })
+    });
+    let last = futures::stream::once(async move {
+        match task.await {
+            Ok(Ok(stats)) => line(json!({ "stats": stats_json(&stats) })),
+            Ok(Err(error)) => line(ApiError::from(error).body()),
+            Err(join) => {
+                line(ApiError::invalid_request(format!("the query task failed: {join}")).body())
+            }
+        }
+    });
+    let body = Body::from_stream(header_line.chain(rows).chain(last));
+    let mut response = (StatusCode::OK, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(response)
+}
