@@ -97,8 +97,32 @@ impl Client {
         path: &str,
         body: Option<(&[u8], &str)>,
     ) -> Result<Reply, ClientError> {
+        self.request(method, path, body, None)
+    }
+
+    /// Send a JSON body asking for the answer as `accept`.
+    pub fn send_with_accept(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        accept: &str,
+    ) -> Result<Reply, ClientError> {
+        self.request(method, path, Some((body, "application/json")), Some(accept))
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<(&[u8], &str)>,
+        accept: Option<&str>,
+    ) -> Result<Reply, ClientError> {
         let url = format!("{}{}", self.base, path);
         let mut builder = axum::http::Request::builder().method(method).uri(&url);
+        if let Some(accept) = accept {
+            builder = builder.header("accept", accept);
+        }
         if let Some(token) = &self.token {
             builder = builder.header("authorization", format!("Bearer {token}"));
         }

@@ -7,6 +7,7 @@ pub mod client;
 pub mod duration;
 pub mod import;
 pub mod serve;
+pub mod sql;
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -50,6 +51,10 @@ pub enum Format {
     Human,
     /// JSON, for scripts.
     Json,
+    /// One JSON document per line (`ebb sql` streams; other commands print JSON).
+    Ndjson,
+    /// Comma-separated values (`ebb sql`; other commands print JSON).
+    Csv,
 }
 
 /// Commands.
@@ -94,6 +99,26 @@ pub enum Command {
     },
     /// List tables with their live record counts.
     Tables,
+    /// Run a SQL query; without one, read queries from stdin (a prompt on a terminal).
+    Sql {
+        /// The query.
+        query: Option<String>,
+        /// A parameter for ?/$n: JSON (42, "text", null, {"base64": ...}) or plain text. Repeatable.
+        #[arg(long = "param", short = 'p')]
+        params: Vec<String>,
+        /// Rows per page (server default 1000).
+        #[arg(long)]
+        page_size: Option<usize>,
+        /// Follow cursors and print every row.
+        #[arg(long)]
+        all: bool,
+        /// guarded (default) or relaxed.
+        #[arg(long)]
+        consistency: Option<String>,
+        /// Continue from a cursor printed by an earlier page.
+        #[arg(long, conflicts_with = "query")]
+        cursor: Option<String>,
+    },
     /// Import an NDJSON file of batch items ({"key", "value", "ttl_ms"} or
     /// {"op": "delete", "key"}) into a table.
     Import {
@@ -193,7 +218,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             let reply = client.send("PUT", &path, Some((&bytes, "application/octet-stream")))?;
             let json = reply.json()?;
             match format {
-                Format::Json => print_json(&json),
+                Format::Json | Format::Ndjson | Format::Csv => print_json(&json),
                 Format::Human => match json["expires_at_ms"].as_u64() {
                     Some(at) => println!(
                         "ok: version {} (expires at {at} ms)",
@@ -207,7 +232,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
         Command::Get { table, key } => {
             let reply = client.send("GET", &key_path(&table, &key), None)?;
             match format {
-                Format::Json => {
+                Format::Json | Format::Ndjson | Format::Csv => {
                     let value = match std::str::from_utf8(&reply.body) {
                         Ok(text) => json!(text),
                         Err(_) => {
@@ -245,7 +270,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             );
             let json = client.send("DELETE", &path, None)?.json()?;
             match format {
-                Format::Json => print_json(&json),
+                Format::Json | Format::Ndjson | Format::Csv => print_json(&json),
                 Format::Human => println!(
                     "deleted: version {}",
                     json["version"].as_str().unwrap_or("?")
@@ -253,10 +278,30 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Sql {
+            query,
+            params,
+            page_size,
+            all,
+            consistency,
+            cursor,
+        } => {
+            let options = sql::SqlOptions {
+                params,
+                page_size,
+                all,
+                consistency,
+                cursor,
+            };
+            if query.is_none() && options.cursor.is_none() {
+                return Ok(sql::prompt(client, format, &options));
+            }
+            sql::run(client, format, query.as_deref(), &options)
+        }
         Command::Tables => {
             let json = client.send("GET", "/v1/tables", None)?.json()?;
             match format {
-                Format::Json => print_json(&json),
+                Format::Json | Format::Ndjson | Format::Csv => print_json(&json),
                 Format::Human => {
                     let tables = json["tables"].as_array().cloned().unwrap_or_default();
                     let width = tables
@@ -293,7 +338,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
                 &durability,
             )?;
             match format {
-                Format::Json => print_json(&json!({
+                Format::Json | Format::Ndjson | Format::Csv => print_json(&json!({
                     "written": summary.written,
                     "failed": summary.failed.iter().map(|(line, message)| json!({"line": line, "message": message})).collect::<Vec<_>>(),
                 })),

@@ -43,6 +43,12 @@ pub struct ServeArgs {
     /// The cleaner's fallback sweep interval (it also wakes at deadlines).
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub clean_interval: Duration,
+    /// Longest a SQL query may run, e.g. 30s.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub query_timeout: Duration,
+    /// Most records one SQL query may visit.
+    #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_scanned_records)]
+    pub max_scanned_records: u64,
 }
 
 async fn signal() {
@@ -65,7 +71,12 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     let mut config = NodeConfig::new(&args.data_dir)
         .max_value_bytes(args.max_value_bytes)
         .flush_interval(args.flush_interval)
-        .clean_interval(args.clean_interval);
+        .clean_interval(args.clean_interval)
+        .query_budgets(crate::exec::QueryBudgets {
+            timeout: args.query_timeout,
+            max_scanned_records: args.max_scanned_records,
+            ..crate::exec::QueryBudgets::default()
+        });
     config.fragments = args.fragments;
     let node = match Node::open(config).await {
         Ok(node) => node,

@@ -1,0 +1,300 @@
+//! Paging across requests, consistency modes, cursors and budgets, through
+//! the embedded query API.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ebb_host::store::MemoryStore;
+use ebb_host::{
+    Consistency, Durability, Node, NodeConfig, PutOptions, QueryBudgets, QueryError, QueryOutput,
+    QueryRequest,
+};
+use ebb_query::Value;
+
+async fn node_with(budgets: QueryBudgets, rows: usize) -> Node {
+    let config = NodeConfig::new("unused")
+        .fragments(4)
+        .query_budgets(budgets);
+    let node = Node::open_with_store(config, Arc::new(MemoryStore::new()))
+        .await
+        .unwrap();
+    let t = node.table("t").unwrap();
+    let fast = PutOptions::default().durability(Durability::Memory);
+    for i in 0..rows {
+        t.put(&format!("k{i:04}"), format!("{}", i % 7), fast)
+            .await
+            .unwrap();
+    }
+    node
+}
+
+fn sql(text: &str, page_size: usize) -> QueryRequest {
+    QueryRequest {
+        sql: Some(text.into()),
+        page_size: Some(page_size),
+        ..Default::default()
+    }
+}
+
+fn next(cursor: &QueryOutput, consistency: Option<Consistency>) -> QueryRequest {
+    QueryRequest {
+        cursor: cursor.cursor.clone(),
+        consistency,
+        ..Default::default()
+    }
+}
+
+async fn all_pages(node: &Node, text: &str, page_size: usize) -> (Vec<Vec<Value>>, usize) {
+    let mut output = node.query(sql(text, page_size)).await.unwrap();
+    let mut rows = output.rows.clone();
+    let mut pages = 1;
+    while output.cursor.is_some() {
+        output = node.query(next(&output, None)).await.unwrap();
+        assert!(output.rows.len() <= page_size);
+        rows.extend(output.rows.clone());
+        pages += 1;
+    }
+    (rows, pages)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_split_over_many_pages_equals_the_one_shot_result() {
+    let node = node_with(QueryBudgets::default(), 600).await;
+    for query in [
+        "SELECT key, value FROM t",
+        "SELECT key FROM t WHERE key >= 'k0100' AND key < 'k0400' LIMIT 150 OFFSET 20",
+        "SELECT key, value FROM t ORDER BY value DESC, key LIMIT 300",
+        "SELECT value, count(*), min(key) FROM t GROUP BY value ORDER BY value",
+    ] {
+        let (one_shot, pages) = all_pages(&node, query, 10_000).await;
+        assert_eq!(pages, 1, "{query}");
+        let (paged, pages) = all_pages(&node, query, 7).await;
+        assert!(pages > 1 || one_shot.len() <= 7, "{query}");
+        assert_eq!(paged, one_shot, "{query}");
+    }
+    let (rows, _) = all_pages(&node, "SELECT key FROM t", 13).await;
+    assert_eq!(rows.len(), 600);
+    assert!(
+        rows.windows(2).all(|w| w[0][0].total_cmp(&w[1][0]).is_lt()),
+        "key order, no duplicates"
+    );
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_between_pages_fails_guarded_and_continues_relaxed() {
+    let node = node_with(QueryBudgets::default(), 100).await;
+    let first = node.query(sql("SELECT key FROM t", 10)).await.unwrap();
+    assert_eq!(first.rows.len(), 10);
+    node.table("t")
+        .unwrap()
+        .put("k0050", "changed", PutOptions::default())
+        .await
+        .unwrap();
+    node.table("t")
+        .unwrap()
+        .put("k9999", "new", PutOptions::default())
+        .await
+        .unwrap();
+
+    match node.query(next(&first, None)).await {
+        Err(QueryError::QueryChanged { .. }) => {}
+        other => panic!("guarded continuation must fail, got {other:?}"),
+    }
+    let mut output = node
+        .query(next(&first, Some(Consistency::Relaxed)))
+        .await
+        .unwrap();
+    let mut keys: Vec<Value> = first.rows.iter().map(|r| r[0].clone()).collect();
+    keys.extend(output.rows.iter().map(|r| r[0].clone()));
+    while output.cursor.is_some() {
+        output = node.query(next(&output, None)).await.unwrap();
+        keys.extend(output.rows.iter().map(|r| r[0].clone()));
+    }
+    assert_eq!(
+        keys.len(),
+        101,
+        "every key once, including the one written after the first page"
+    );
+    assert!(keys.windows(2).all(|w| w[0].total_cmp(&w[1]).is_lt()));
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_records_never_appear() {
+    let node = node_with(QueryBudgets::default(), 0).await;
+    let t = node.table("t").unwrap();
+    t.put("gone", "x", PutOptions::default().expires_at_ms(1))
+        .await
+        .unwrap();
+    t.put(
+        "soon",
+        "x",
+        PutOptions::default().ttl(Duration::from_millis(100)),
+    )
+    .await
+    .unwrap();
+    t.put("kept", "x", PutOptions::default()).await.unwrap();
+    let before = node.query(sql("SELECT key FROM t", 100)).await.unwrap();
+    assert_eq!(
+        before.rows,
+        vec![vec![Value::text("kept")], vec![Value::text("soon")]]
+    );
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let after = node
+        .query(sql("SELECT key, count(*) FROM t GROUP BY key", 100))
+        .await
+        .unwrap();
+    assert_eq!(after.rows, vec![vec![Value::text("kept"), Value::Int(1)]]);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_tampered_and_garbage_cursors_are_refused() {
+    let node = node_with(QueryBudgets::default(), 50).await;
+    let first = node.query(sql("SELECT key FROM t", 10)).await.unwrap();
+    let cursor = first.cursor.clone().unwrap();
+
+    let other_query = QueryRequest {
+        sql: Some("SELECT value FROM t".into()),
+        cursor: Some(cursor.clone()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        node.query(other_query).await,
+        Err(QueryError::InvalidCursor(_))
+    ));
+
+    let mut tampered = cursor.clone().into_bytes();
+    let middle = tampered.len() / 2;
+    tampered[middle] = if tampered[middle] == b'A' { b'B' } else { b'A' };
+    let tampered = QueryRequest {
+        cursor: Some(String::from_utf8(tampered).unwrap()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        node.query(tampered).await,
+        Err(QueryError::InvalidCursor(_))
+    ));
+
+    let garbage = QueryRequest {
+        cursor: Some("not-a-cursor".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        node.query(garbage).await,
+        Err(QueryError::InvalidCursor(_))
+    ));
+
+    let other_node = node_with(QueryBudgets::default(), 50).await;
+    let foreign = QueryRequest {
+        cursor: Some(cursor),
+        ..Default::default()
+    };
+    assert!(
+        matches!(
+            other_node.query(foreign).await,
+            Err(QueryError::InvalidCursor(_))
+        ),
+        "another data dir's cursor"
+    );
+    node.shutdown().await.unwrap();
+    other_node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_fail_the_query_with_their_name() {
+    let tight = QueryBudgets {
+        max_scanned_records: 300,
+        max_groups: 5,
+        max_order_buffer: 50,
+        ..QueryBudgets::default()
+    };
+    let node = node_with(tight, 400).await;
+    let budget_of = |result: Result<QueryOutput, QueryError>| match result {
+        Err(QueryError::Budget { budget, .. }) => budget,
+        other => panic!("expected a budget error, got {other:?}"),
+    };
+    assert_eq!(
+        budget_of(node.query(sql("SELECT count(*) FROM t", 10)).await),
+        "max_scanned_records"
+    );
+    assert_eq!(
+        budget_of(
+            node.query(sql(
+                "SELECT key, count(*) FROM t WHERE key < 'k0100' GROUP BY key",
+                10
+            ))
+            .await
+        ),
+        "max_groups"
+    );
+    assert_eq!(
+        budget_of(
+            node.query(sql(
+                "SELECT key FROM t WHERE key < 'k0100' ORDER BY value",
+                10
+            ))
+            .await
+        ),
+        "max_order_buffer"
+    );
+    // With a LIMIT, ORDER BY keeps only the top rows and fits.
+    let top = node
+        .query(sql(
+            "SELECT key FROM t WHERE key < 'k0100' ORDER BY value DESC, key LIMIT 3",
+            10,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(top.rows.len(), 3);
+    assert!(
+        node.query(sql("SELECT key FROM t WHERE key = 'k0001'", 10))
+            .await
+            .is_ok(),
+        "point queries scan one record"
+    );
+    node.shutdown().await.unwrap();
+
+    let instant = QueryBudgets {
+        timeout: Duration::ZERO,
+        ..QueryBudgets::default()
+    };
+    let node = node_with(instant, 10).await;
+    assert!(matches!(
+        node.query(sql("SELECT key FROM t", 10)).await,
+        Err(QueryError::Timeout(_))
+    ));
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn point_queries_touch_one_fragment_and_explain_says_so() {
+    let node = node_with(QueryBudgets::default(), 100).await;
+    let point = node
+        .query(sql("SELECT key, value FROM t WHERE key = 'k0042'", 10))
+        .await
+        .unwrap();
+    assert_eq!(
+        point.rows,
+        vec![vec![Value::text("k0042"), Value::Bytes("0".into())]]
+    );
+    assert_eq!(point.stats.pages, 1);
+    assert_eq!(point.stats.scanned, 1);
+    let explain = node
+        .query(sql("EXPLAIN SELECT key FROM t WHERE key = 'k0042'", 10))
+        .await
+        .unwrap();
+    let text: Vec<String> = explain.rows.iter().map(|r| r[0].render()).collect();
+    assert!(
+        text.iter()
+            .any(|l| l.starts_with("fragments: [") && l.contains("pruned")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|l| l.contains("pushed down: (key = 'k0042')")),
+        "{text:?}"
+    );
+    node.shutdown().await.unwrap();
+}
