@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run example test bench bench-http build lint fmt prereqs clean-data
+.PHONY: run example test bench bench-sql bench-http build lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -33,6 +33,9 @@ test: prereqs
 
 bench: prereqs
 	$(CARGO) bench -p ebb-host --bench kv
+
+bench-sql: prereqs
+	$(CARGO) bench -p ebb-host --bench sql_vs_sqlite
 
 bench-http: prereqs
 	./scripts/bench-http.sh

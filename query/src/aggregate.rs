@@ -208,28 +208,32 @@ impl AggregateFunction for Builtin {
         })
     }
 
-    fn update(&self, state: &mut AggState, rows: &[Vec<Value>]) -> Result<(), FunctionError> {
+    fn update(
+        &self,
+        state: &mut AggState,
+        args: &[Vec<Value>],
+        rows: usize,
+    ) -> Result<(), FunctionError> {
         match self.0 {
             Kind::Count => {
                 // COUNT(*) has no argument and counts every row.
-                let n = rows
-                    .iter()
-                    .filter(|args| args.first().is_none_or(|v| !v.is_null()))
-                    .count() as i64;
+                let n = match args.first() {
+                    None => rows,
+                    Some(column) => column.iter().filter(|v| !v.is_null()).count(),
+                } as i64;
                 if let Some(Value::Int(count)) = state.first_mut() {
                     *count += n;
                 }
             }
             Kind::Sum | Kind::Avg => {
                 let mut sum = Sum::from_state(state);
-                for args in rows {
-                    sum.add(&args[0], self.name())?;
+                for value in &args[0] {
+                    sum.add(value, self.name())?;
                 }
                 *state = sum.into_state();
             }
             Kind::Min | Kind::Max => {
-                for args in rows {
-                    let candidate = &args[0];
+                for candidate in &args[0] {
                     if candidate.is_null() {
                         continue;
                     }
@@ -267,7 +271,7 @@ impl AggregateFunction for Builtin {
                 .into_state()),
             Kind::Min | Kind::Max => {
                 let mut state = left;
-                self.update(&mut state, &[right])?;
+                self.update(&mut state, std::slice::from_ref(&right), 1)?;
                 Ok(state)
             }
         }
@@ -305,11 +309,16 @@ mod tests {
 
     fn run(name: &str, values: &[Value], split: usize) -> Value {
         let f = builtin(name).unwrap();
-        let rows: Vec<Vec<Value>> = values.iter().map(|v| vec![v.clone()]).collect();
         let mut left = f.init().unwrap();
         let mut right = f.init().unwrap();
-        f.update(&mut left, &rows[..split]).unwrap();
-        f.update(&mut right, &rows[split..]).unwrap();
+        f.update(&mut left, &[values[..split].to_vec()], split)
+            .unwrap();
+        f.update(
+            &mut right,
+            &[values[split..].to_vec()],
+            values.len() - split,
+        )
+        .unwrap();
         f.finish(f.merge(left, right).unwrap()).unwrap()
     }
 
@@ -362,10 +371,7 @@ mod tests {
         let f = builtin("sum").unwrap();
         let mut state = f.init().unwrap();
         let error = f
-            .update(
-                &mut state,
-                &[vec![Value::Int(i64::MAX)], vec![Value::Int(1)]],
-            )
+            .update(&mut state, &[vec![Value::Int(i64::MAX), Value::Int(1)]], 2)
             .unwrap_err();
         assert_eq!(error.message, "integer overflow");
     }

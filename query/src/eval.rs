@@ -127,10 +127,7 @@ pub fn eval_batch<R: RowSource>(expr: &Expr, rows: &[R]) -> Result<Vec<Value>, F
                 .iter()
                 .map(|a| eval_batch(a, rows))
                 .collect::<Result<_, _>>()?;
-            let arg_rows: Vec<Vec<Value>> = (0..n)
-                .map(|i| columns.iter().map(|c| c[i].clone()).collect())
-                .collect();
-            let out = function.call(&arg_rows)?;
+            let out = function.call(&columns, n)?;
             if out.len() != n {
                 return Err(FunctionError {
                     function: function.name().to_string(),

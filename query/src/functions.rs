@@ -66,8 +66,9 @@ pub trait ScalarFunction: Send + Sync + Debug {
     fn is_plugin(&self) -> bool {
         false
     }
-    /// One result per row of `rows` (each row holds the arguments).
-    fn call(&self, rows: &[Vec<Value>]) -> Result<Vec<Value>, FunctionError>;
+    /// One result per row. `args[j]` holds argument `j` for each of the
+    /// `rows` rows (columnar, so a batch costs no per-row allocation).
+    fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError>;
 }
 
 /// A partial aggregate state: a tuple of values, so it can cross pages,
@@ -91,8 +92,13 @@ pub trait AggregateFunction: Send + Sync + Debug {
     }
     /// The empty state.
     fn init(&self) -> Result<AggState, FunctionError>;
-    /// Fold rows of arguments into `state`.
-    fn update(&self, state: &mut AggState, rows: &[Vec<Value>]) -> Result<(), FunctionError>;
+    /// Fold `rows` rows into `state`; `args[j]` holds argument `j` per row.
+    fn update(
+        &self,
+        state: &mut AggState,
+        args: &[Vec<Value>],
+        rows: usize,
+    ) -> Result<(), FunctionError>;
     /// Combine two partial states.
     fn merge(&self, left: AggState, right: AggState) -> Result<AggState, FunctionError>;
     /// The final value.
@@ -226,10 +232,10 @@ fn integer_arg(value: &Value) -> Option<i64> {
     }
 }
 
-fn substr(args: &[Value]) -> Value {
+fn substr(args: &[&Value]) -> Value {
     let (Some(start), count) = (
-        args.get(1).and_then(integer_arg),
-        args.get(2).map(integer_arg),
+        args.get(1).and_then(|v| integer_arg(v)),
+        args.get(2).map(|v| integer_arg(v)),
     ) else {
         return Value::Null;
     };
@@ -238,7 +244,7 @@ fn substr(args: &[Value]) -> Value {
         Some(Some(c)) => Some(c),
         None => None,
     };
-    match &args[0] {
+    match args[0] {
         Value::Null => Value::Null,
         // SQLite quirk kept for compatibility: substr of an empty blob is NULL.
         Value::Bytes(b) if b.is_empty() => Value::Null,
@@ -257,7 +263,7 @@ fn substr(args: &[Value]) -> Value {
     }
 }
 
-fn starts_with(args: &[Value]) -> Value {
+fn starts_with(args: &[&Value]) -> Value {
     let bytes = |v: &Value| -> Option<Bytes> {
         match v {
             Value::Null => None,
@@ -266,30 +272,29 @@ fn starts_with(args: &[Value]) -> Value {
             other => Some(Bytes::from(other.render().into_bytes())),
         }
     };
-    match (bytes(&args[0]), bytes(&args[1])) {
+    match (bytes(args[0]), bytes(args[1])) {
         (Some(a), Some(b)) => Value::Bool(a.starts_with(&b)),
         _ => Value::Null,
     }
 }
 
 impl Builtin {
-    fn eval(self, args: &[Value]) -> Value {
+    fn eval(self, args: &[&Value]) -> Value {
         match self {
-            Builtin::Length => match &args[0] {
+            Builtin::Length => match args[0] {
                 Value::Null => Value::Null,
                 Value::Text(t) => Value::Int(t.chars().count() as i64),
                 Value::Bytes(b) => Value::Int(b.len() as i64),
                 other => Value::Int(other.render().chars().count() as i64),
             },
-            Builtin::Lower => map_text(&args[0], str::to_ascii_lowercase),
-            Builtin::Upper => map_text(&args[0], str::to_ascii_uppercase),
+            Builtin::Lower => map_text(args[0], str::to_ascii_lowercase),
+            Builtin::Upper => map_text(args[0], str::to_ascii_uppercase),
             Builtin::Substr => substr(args),
             Builtin::StartsWith => starts_with(args),
             Builtin::Coalesce => args
                 .iter()
                 .find(|v| !v.is_null())
-                .cloned()
-                .unwrap_or(Value::Null),
+                .map_or(Value::Null, |v| (*v).clone()),
         }
     }
 }
@@ -324,8 +329,15 @@ impl ScalarFunction for Builtin {
         }
     }
 
-    fn call(&self, rows: &[Vec<Value>]) -> Result<Vec<Value>, FunctionError> {
-        Ok(rows.iter().map(|args| self.eval(args)).collect())
+    fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError> {
+        let mut row: Vec<&Value> = Vec::with_capacity(args.len());
+        Ok((0..rows)
+            .map(|i| {
+                row.clear();
+                row.extend(args.iter().map(|column| &column[i]));
+                self.eval(&row)
+            })
+            .collect())
     }
 }
 
@@ -334,7 +346,8 @@ mod tests {
     use super::*;
 
     fn call(f: Builtin, args: Vec<Value>) -> Value {
-        f.call(&[args]).unwrap().remove(0)
+        let columns: Vec<Vec<Value>> = args.into_iter().map(|v| vec![v]).collect();
+        f.call(&columns, 1).unwrap().remove(0)
     }
 
     #[test]

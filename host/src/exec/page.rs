@@ -5,6 +5,7 @@
 //! functions (plugins included) never block writers.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -16,17 +17,18 @@ use crate::record::Record;
 /// Records evaluated together (one function call per batch).
 const BATCH: usize = 256;
 
-/// A visible record during a scan.
-pub struct ScanRow {
+/// A visible record during a scan, borrowed from the snapshot (values are
+/// cloned only when an expression reads them).
+pub struct ScanRow<'a> {
     /// The key.
-    pub key: Arc<str>,
+    pub key: &'a Arc<str>,
     /// The record.
-    pub record: Record,
+    pub record: &'a Record,
     /// Its fragment.
     pub fragment: u32,
 }
 
-impl RowSource for ScanRow {
+impl RowSource for ScanRow<'_> {
     fn column(&self, column: Column) -> Value {
         match column {
             Column::Key => Value::Text(self.key.clone()),
@@ -113,7 +115,7 @@ pub fn run_page(
     snapshot_ms: u64,
 ) -> Result<PageOutput, FunctionError> {
     let mut out = PageOutput::default();
-    let mut batch: Vec<ScanRow> = Vec::with_capacity(BATCH.min(budget));
+    let mut batch: Vec<ScanRow<'_>> = Vec::with_capacity(BATCH.min(budget));
     let mut last: Option<Arc<str>> = None;
     let mut exhausted = true;
     'ranges: for range in &plan.ranges.0 {
@@ -137,8 +139,8 @@ pub fn run_page(
                 continue;
             }
             batch.push(ScanRow {
-                key: key.clone(),
-                record: record.clone(),
+                key,
+                record,
                 fragment,
             });
             if batch.len() == BATCH {
@@ -154,13 +156,13 @@ pub fn run_page(
 
 fn evaluate(
     plan: &Plan,
-    batch: &mut Vec<ScanRow>,
+    batch: &mut Vec<ScanRow<'_>>,
     out: &mut PageOutput,
 ) -> Result<(), FunctionError> {
     if batch.is_empty() {
         return Ok(());
     }
-    let rows: Vec<ScanRow> = match &plan.filter {
+    let rows: Vec<ScanRow<'_>> = match &plan.filter {
         None => std::mem::take(batch),
         Some(filter) => {
             let keep = eval_batch(filter, batch)?;
@@ -199,10 +201,6 @@ fn evaluate(
             aggregates,
             ..
         } => {
-            let keys: Vec<Vec<Value>> = group_by
-                .iter()
-                .map(|e| eval_batch(e, &rows))
-                .collect::<Result<_, _>>()?;
             let args: Vec<Vec<Vec<Value>>> = aggregates
                 .iter()
                 .map(|a| {
@@ -212,6 +210,29 @@ fn evaluate(
                         .collect::<Result<_, _>>()
                 })
                 .collect::<Result<_, _>>()?;
+            let init = || {
+                aggregates
+                    .iter()
+                    .map(|a| a.function.init())
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            if group_by.is_empty() {
+                // One group: every row updates it, no per-row bookkeeping.
+                let states = match out.groups.entry(Vec::new()) {
+                    Entry::Occupied(slot) => slot.into_mut(),
+                    Entry::Vacant(slot) => slot.insert(init()?),
+                };
+                for (a, aggregate) in aggregates.iter().enumerate() {
+                    aggregate
+                        .function
+                        .update(&mut states[a], &args[a], rows.len())?;
+                }
+                return Ok(());
+            }
+            let keys: Vec<Vec<Value>> = group_by
+                .iter()
+                .map(|e| eval_batch(e, &rows))
+                .collect::<Result<_, _>>()?;
             // Rows of each group, so each aggregate is updated once per group per batch.
             let mut members: HashMap<Vec<Value>, Vec<usize>> = HashMap::new();
             for i in 0..rows.len() {
@@ -219,22 +240,18 @@ fn evaluate(
                 members.entry(key).or_default().push(i);
             }
             for (key, indexes) in members {
-                let states = match out.groups.get_mut(&key) {
-                    Some(states) => states,
-                    None => {
-                        let fresh = aggregates
-                            .iter()
-                            .map(|a| a.function.init())
-                            .collect::<Result<Vec<_>, _>>()?;
-                        out.groups.entry(key).or_insert(fresh)
-                    }
+                let states = match out.groups.entry(key) {
+                    Entry::Occupied(slot) => slot.into_mut(),
+                    Entry::Vacant(slot) => slot.insert(init()?),
                 };
                 for (a, aggregate) in aggregates.iter().enumerate() {
-                    let arg_rows: Vec<Vec<Value>> = indexes
+                    let gathered: Vec<Vec<Value>> = args[a]
                         .iter()
-                        .map(|&i| args[a].iter().map(|c| c[i].clone()).collect())
+                        .map(|column| indexes.iter().map(|&i| column[i].clone()).collect())
                         .collect();
-                    aggregate.function.update(&mut states[a], &arg_rows)?;
+                    aggregate
+                        .function
+                        .update(&mut states[a], &gathered, indexes.len())?;
                 }
             }
         }

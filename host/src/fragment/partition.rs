@@ -30,6 +30,8 @@ pub struct PartitionSnapshot {
     pub revision: u64,
     /// Incarnation of the partition the snapshot came from.
     pub incarnation: u64,
+    /// Records visible at the time the snapshot was taken for.
+    pub visible: usize,
 }
 
 /// A table partition. Callers serialize access (the fragment wraps each
@@ -133,13 +135,24 @@ impl Partition {
         self.incarnation
     }
 
-    /// A consistent view for readers; O(1).
-    pub fn snapshot(&self) -> PartitionSnapshot {
+    /// A consistent view for readers at `now_ms`: O(1) plus the number of
+    /// records already due but not yet converted (normally none or few).
+    pub fn snapshot_at(&self, now_ms: u64) -> PartitionSnapshot {
+        let due = self
+            .deadlines
+            .range(..(now_ms.saturating_add(1), Arc::from("")))
+            .count();
         PartitionSnapshot {
             records: self.records.clone(),
             revision: self.revision,
             incarnation: self.incarnation,
+            visible: self.live - due,
         }
+    }
+
+    /// A consistent view for readers now.
+    pub fn snapshot(&self) -> PartitionSnapshot {
+        self.snapshot_at(crate::node::clock::now_ms())
     }
 }
 
@@ -231,5 +244,8 @@ mod tests {
         assert_eq!(snapshot.revision, 1);
         assert_eq!(snapshot.incarnation, p.incarnation());
         assert_eq!(p.snapshot().revision, 3);
+        put(&mut p, "c", 4, Some(50));
+        assert_eq!(p.snapshot_at(49).visible, 3);
+        assert_eq!(p.snapshot_at(50).visible, 2, "due records are not visible");
     }
 }

@@ -177,9 +177,9 @@ impl FragmentState {
             .cloned()
     }
 
-    /// A consistent view of `table`'s partition, if it exists.
-    pub fn snapshot(&self, table: &TableName) -> Option<PartitionSnapshot> {
-        self.partition(table).map(|p| p.read().snapshot())
+    /// A consistent view of `table`'s partition at `now_ms`, if it exists.
+    pub fn snapshot(&self, table: &TableName, now_ms: u64) -> Option<PartitionSnapshot> {
+        self.partition(table).map(|p| p.read().snapshot_at(now_ms))
     }
 
     /// Apply a client mutation: version it from the node clock, merge it
