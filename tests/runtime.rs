@@ -83,8 +83,9 @@ async fn an_expired_record_is_invisible_at_once_and_the_cleaner_converts_it_at_i
         t.get("s").await.unwrap().is_none()
     })
     .await;
+    // Deadlines are whole milliseconds of wall time: allow the truncation.
     assert!(
-        started.elapsed() >= Duration::from_millis(200),
+        started.elapsed() >= Duration::from_millis(199),
         "not before its deadline"
     );
     eventually("the cleaner to convert the record", async || {

@@ -7,6 +7,7 @@ pub mod expiry;
 pub mod flush;
 pub mod health;
 pub mod partition;
+pub mod periodic;
 pub mod pool;
 pub mod runtime;
 pub mod snapshotter;

@@ -7,11 +7,12 @@ use ractor::{
     Actor, ActorCell, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, SupervisionEvent,
 };
 
-use super::cleaner::{Cleaner, CleanerMsg};
+use super::cleaner::Cleaner;
 use super::dispatcher::Dispatcher;
 use super::health::FragmentHealth;
+use super::periodic::{Periodic, RunNow};
 use super::runtime::FragmentShared;
-use super::snapshotter::{Snapshotter, SnapshotterMsg};
+use super::snapshotter::Snapshotter;
 use super::worker::Operation;
 use crate::node::clock::now_ms;
 
@@ -88,8 +89,8 @@ pub struct FragmentSupervisor;
 pub struct SupervisorState {
     shared: Arc<FragmentShared>,
     dispatcher: ActorRef<Operation>,
-    cleaner: ActorRef<CleanerMsg>,
-    snapshotter: ActorRef<SnapshotterMsg>,
+    cleaner: ActorRef<RunNow>,
+    snapshotter: ActorRef<RunNow>,
     lifecycle: Lifecycle,
 }
 
@@ -105,14 +106,20 @@ async fn spawn_child(
             shared.set_dispatcher(Some(dispatcher.clone()));
             dispatcher.get_cell()
         }
-        Child::Cleaner => Actor::spawn_linked(None, Cleaner, shared.clone(), supervisor)
-            .await?
-            .0
-            .get_cell(),
-        Child::Snapshotter => Actor::spawn_linked(None, Snapshotter, shared.clone(), supervisor)
-            .await?
-            .0
-            .get_cell(),
+        Child::Cleaner => {
+            let handler = Periodic::<Cleaner>::new();
+            Actor::spawn_linked(None, handler, shared.clone(), supervisor)
+                .await?
+                .0
+                .get_cell()
+        }
+        Child::Snapshotter => {
+            let handler = Periodic::<Snapshotter>::new();
+            Actor::spawn_linked(None, handler, shared.clone(), supervisor)
+                .await?
+                .0
+                .get_cell()
+        }
     };
     Ok(cell)
 }

@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use super::{FragmentId, StoreError};
+use super::{FragmentId, StoreError, StoredRecord};
 use crate::names::TableName;
+use crate::record::Record;
 
 /// The prefix shared by every record key of `fragment`.
 pub fn fragment_prefix(fragment: FragmentId) -> [u8; 2] {
@@ -45,6 +46,25 @@ pub fn decode_record_key(raw: &[u8]) -> Result<(FragmentId, TableName, Arc<str>)
         .and_then(|name| TableName::system(name).map_err(|e| corrupt(&e.to_string())))?;
     let key = std::str::from_utf8(&rest[table_len..]).map_err(|_| corrupt("key is not UTF-8"))?;
     Ok((fragment, table, Arc::from(key)))
+}
+
+/// Decode one `records` entry; `intern` shares writer strings between records.
+pub fn decode_stored(
+    raw_key: &[u8],
+    raw_value: &[u8],
+    intern: impl FnOnce(String) -> Arc<str>,
+) -> Result<StoredRecord, StoreError> {
+    let (fragment, table, key) = decode_record_key(raw_key)?;
+    let record = Record::decode(raw_value, intern).map_err(|e| StoreError::Corrupt {
+        key: String::from_utf8_lossy(raw_key).into_owned(),
+        reason: e.to_string(),
+    })?;
+    Ok(StoredRecord {
+        fragment,
+        table,
+        key,
+        record,
+    })
 }
 
 #[cfg(test)]

@@ -5,9 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::layout::{decode_record_key, encode_record_key, fragment_prefix};
+use super::layout::{decode_stored, encode_record_key, fragment_prefix};
 use super::{FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
-use crate::record::Record;
 
 /// Keeps records and meta in ordered maps. `set_failing(true)` makes every
 /// write fail until it is turned off, to exercise retry paths.
@@ -56,19 +55,7 @@ impl KvStore for MemoryStore {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (raw_key, raw_value) in entries {
-            let (fragment, table, key) = decode_record_key(&raw_key)?;
-            let record = Record::decode(&raw_value, std::sync::Arc::from).map_err(|e| {
-                StoreError::Corrupt {
-                    key: String::from_utf8_lossy(&raw_key).into_owned(),
-                    reason: e.to_string(),
-                }
-            })?;
-            visit(StoredRecord {
-                fragment,
-                table,
-                key,
-                record,
-            })?;
+            visit(decode_stored(&raw_key, &raw_value, std::sync::Arc::from)?)?;
         }
         Ok(())
     }

@@ -7,9 +7,8 @@ use rocksdb::{
     ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions,
 };
 
-use super::layout::{decode_record_key, encode_record_key, fragment_prefix};
+use super::layout::{decode_stored, encode_record_key, fragment_prefix};
 use super::{FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
-use crate::record::Record;
 
 /// Records: `(fragment, table, key) -> Record envelope`.
 pub const CF_RECORDS: &str = "records";
@@ -90,9 +89,8 @@ impl KvStore for RocksStore {
             if !raw_key.starts_with(&prefix) {
                 break;
             }
-            let (fragment, table, key) = decode_record_key(&raw_key)?;
             // Writers repeat across records: share one allocation per writer.
-            let record = Record::decode(&raw_value, |writer| {
+            let stored = decode_stored(&raw_key, &raw_value, |writer| {
                 match writers.iter().find(|w| ***w == *writer) {
                     Some(shared) => shared.clone(),
                     None => {
@@ -101,17 +99,8 @@ impl KvStore for RocksStore {
                         shared
                     }
                 }
-            })
-            .map_err(|e| StoreError::Corrupt {
-                key: String::from_utf8_lossy(&raw_key).into_owned(),
-                reason: e.to_string(),
             })?;
-            visit(StoredRecord {
-                fragment,
-                table,
-                key,
-                record,
-            })?;
+            visit(stored)?;
         }
         Ok(())
     }
