@@ -4,6 +4,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         "proto/ebb/record/v1/record.proto",
         "proto/ebb/query/v1/query.proto",
+        "proto/ebb/plugin/v1/plugin.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

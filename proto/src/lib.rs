@@ -2,7 +2,8 @@
 //!
 //! `record::v1` is the persisted record envelope (its field numbers are part
 //! of the on-disk format); `query::v1` is the SQL page protocol and the
-//! cursor format. Field numbers never change meaning.
+//! cursor format; `plugin::v1` is the WASM plugin ABI. Field numbers never
+//! change meaning.
 
 /// The persisted record envelope (`ebb.record.v1`).
 pub mod record {
@@ -17,6 +18,14 @@ pub mod query {
     /// Version 1 of the query messages.
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/ebb.query.v1.rs"));
+    }
+}
+
+/// Plugin ABI v1 (`ebb.plugin.v1`), shared by the host and the guest SDK.
+pub mod plugin {
+    /// Version 1 of the plugin ABI.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/ebb.plugin.v1.rs"));
     }
 }
 
