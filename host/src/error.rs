@@ -86,6 +86,9 @@ pub enum OpenError {
     /// Storage failed while opening or loading.
     #[error("{0}")]
     Store(#[from] StoreError),
+    /// Installed plugins could not be loaded.
+    #[error("cannot load plugins: {0}")]
+    Plugins(String),
     /// The actor runtime could not start a fragment.
     #[error("cannot start fragment {fragment}: {reason}")]
     Runtime {

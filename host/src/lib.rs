@@ -23,6 +23,7 @@ pub mod http;
 pub mod metrics;
 pub mod names;
 pub mod node;
+pub mod plugin;
 pub mod record;
 pub mod store;
 pub mod table;

@@ -46,6 +46,9 @@ pub struct ServeArgs {
     /// Longest a SQL query may run, e.g. 30s.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub query_timeout: Duration,
+    /// Largest plugin module upload in bytes.
+    #[arg(long, default_value_t = crate::plugin::PluginLimits::default().max_module_bytes)]
+    pub max_plugin_bytes: usize,
     /// Most records one SQL query may visit.
     #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_scanned_records)]
     pub max_scanned_records: u64,
@@ -78,6 +81,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             ..crate::exec::QueryBudgets::default()
         });
     config.fragments = args.fragments;
+    config.plugins.max_module_bytes = args.max_plugin_bytes;
     let node = match Node::open(config).await {
         Ok(node) => node,
         Err(error) => {

@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use ebb_proto::query::v1 as pb;
 use ebb_query::{
-    AggState, Builtins, Column, Limits, OutputColumn, Plan, RowSource, Shape, SqlType, Value,
-    eval_batch,
+    AggState, Column, Limits, OutputColumn, Plan, RowSource, Shape, SqlType, Value, eval_batch,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -20,6 +19,7 @@ use super::{Consistency, QueryBudgets, QueryError, QueryOutput, QueryRequest, Qu
 use crate::Node;
 use crate::fragment::partition::PartitionSnapshot;
 use crate::node::clock::now_ms;
+use crate::plugin::sql::HostFunctions;
 
 /// Plan and run `request`, returning one page of results.
 pub async fn execute(node: &Node, request: QueryRequest) -> Result<QueryOutput, QueryError> {
@@ -162,6 +162,9 @@ impl RowSource for GroupRow<'_> {
 
 struct Run<'a> {
     node: &'a Node,
+    /// The plan calls plugins: pages and aggregate merges run on the
+    /// blocking pool, never on a tokio worker.
+    plugins: bool,
     plan: Arc<Plan>,
     columns: Vec<OutputColumn>,
     sql: String,
@@ -246,7 +249,9 @@ impl<'a> Run<'a> {
                 budgets.max_page_size
             )));
         }
-        let plan = ebb_query::plan(&sql, &params, &Builtins, &Limits::default())?;
+        let functions = HostFunctions::new(node.inner.plugins.clone());
+        let plan = ebb_query::plan(&sql, &params, &functions, &Limits::default())?;
+        let plugins = !plan.plugin_calls().is_empty();
         let columns = if plan.explain {
             vec![OutputColumn {
                 name: "plan".into(),
@@ -257,6 +262,7 @@ impl<'a> Run<'a> {
         };
         Ok(Run {
             node,
+            plugins,
             plan: Arc::new(plan),
             columns,
             sql,
@@ -377,6 +383,7 @@ impl<'a> Run<'a> {
             let budget = self.budgets.page_visit_budget;
             let snapshot_ms = self.snapshot_ms;
             let node = self.node;
+            let plugins = self.plugins;
             async move {
                 let Some(snapshot) = snapshot else {
                     return Ok((
@@ -387,6 +394,25 @@ impl<'a> Run<'a> {
                         },
                     ));
                 };
+                if plugins {
+                    let permit = node.inner.fragments[fragment as usize]
+                        .admit_background()
+                        .map_err(crate::Error::from)?;
+                    let page = tokio::task::spawn_blocking(move || {
+                        let _admitted = permit;
+                        run_page(
+                            &plan,
+                            &snapshot,
+                            fragment,
+                            resume.as_deref(),
+                            budget,
+                            snapshot_ms,
+                        )
+                    })
+                    .await
+                    .map_err(|_| crate::Error::Interrupted { fragment })??;
+                    return Ok((i, page));
+                }
                 let (reply, answer) = oneshot::channel();
                 node.inner.fragments[fragment as usize]
                     .submit_background(Box::new(move |_state| {
@@ -594,22 +620,29 @@ impl<'a> Run<'a> {
         Ok(buffer.into_iter().map(|r| r.values).collect())
     }
 
+    /// Run `work` where plugin calls are allowed: on the blocking pool when
+    /// the plan calls plugins, inline otherwise (pure built-in work).
+    async fn off_worker<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T, QueryError> + Send + 'static,
+    ) -> Result<T, QueryError> {
+        if !self.plugins {
+            return work();
+        }
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| QueryError::InvalidRequest(format!("query task failed: {e}")))?
+    }
+
     async fn aggregate_rows(&mut self, scans: &mut [Scan]) -> Result<Vec<Vec<Value>>, QueryError> {
         let Shape::Aggregate {
             group_by,
             aggregates,
-            having,
-            projection,
+            ..
         } = &self.plan.shape
         else {
             unreachable!("aggregate shape");
         };
-        let (group_by, aggregates, having, projection) = (
-            group_by.clone(),
-            aggregates.clone(),
-            having.clone(),
-            projection.clone(),
-        );
         let mut groups: Groups = HashMap::new();
         let only_count_star = group_by.is_empty()
             && self.plan.filter.is_none()
@@ -634,94 +667,134 @@ impl<'a> Run<'a> {
             if pending.is_empty() {
                 break;
             }
-            for (_, page) in self.fetch(scans, &pending).await? {
-                for (key, states) in page.groups {
-                    match groups.remove(&key) {
-                        Some(existing) => {
-                            let merged = existing
-                                .into_iter()
-                                .zip(states)
-                                .zip(&aggregates)
-                                .map(|((left, right), a)| a.function.merge(left, right))
-                                .collect::<Result<Vec<AggState>, _>>()?;
-                            groups.insert(key, merged);
-                        }
-                        None => {
-                            groups.insert(key, states);
-                        }
+            let pages: Vec<Groups> = self
+                .fetch(scans, &pending)
+                .await?
+                .into_iter()
+                .map(|(_, page)| page.groups)
+                .collect();
+            let plan = self.plan.clone();
+            groups = self
+                .off_worker(move || {
+                    for page in pages {
+                        merge_groups(&plan, &mut groups, page)?;
                     }
-                }
-                if groups.len() > self.budgets.max_groups {
-                    return Err(QueryError::Budget {
-                        budget: "max_groups",
-                        limit: self.budgets.max_groups as u64,
-                        message: format!(
-                            "GROUP BY produced more than {} groups (max_groups); group by something coarser or narrow the WHERE",
-                            self.budgets.max_groups
-                        ),
-                    });
-                }
+                    Ok(groups)
+                })
+                .await?;
+            if groups.len() > self.budgets.max_groups {
+                return Err(QueryError::Budget {
+                    budget: "max_groups",
+                    limit: self.budgets.max_groups as u64,
+                    message: format!(
+                        "GROUP BY produced more than {} groups (max_groups); group by something coarser or narrow the WHERE",
+                        self.budgets.max_groups
+                    ),
+                });
             }
         }
-        if group_by.is_empty() && groups.is_empty() {
-            let empty = aggregates
-                .iter()
-                .map(|a| a.function.init())
-                .collect::<Result<Vec<_>, _>>()?;
-            groups.insert(Vec::new(), empty);
-        }
-        let mut finished: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(groups.len());
-        for (key, states) in groups {
-            let results = states
-                .into_iter()
-                .zip(&aggregates)
-                .map(|(state, a)| a.function.finish(state))
-                .collect::<Result<Vec<_>, _>>()?;
-            finished.push((key, results));
-        }
-        finished.sort_by(|a, b| cmp_values(&a.0, &b.0, &[]));
-        let group_rows: Vec<GroupRow> = finished
-            .iter()
-            .map(|(k, r)| GroupRow {
-                keys: k,
-                results: r,
-            })
-            .collect();
-        let keep: Vec<bool> = match &having {
-            None => vec![true; group_rows.len()],
-            Some(h) => eval_batch(h, &group_rows)?
-                .into_iter()
-                .map(|v| v.truth() == Some(true))
-                .collect(),
-        };
-        let kept: Vec<GroupRow> = group_rows
-            .into_iter()
-            .zip(keep)
-            .filter(|(_, k)| *k)
-            .map(|(g, _)| g)
-            .collect();
-        let columns: Vec<Vec<Value>> = projection
-            .iter()
-            .map(|e| eval_batch(e, &kept))
-            .collect::<Result<_, _>>()?;
-        let sorts: Vec<Vec<Value>> = self
-            .plan
-            .order_by
-            .iter()
-            .map(|k| eval_batch(&k.expr, &kept))
-            .collect::<Result<_, _>>()?;
-        let mut rows: Vec<(Vec<Value>, Vec<Value>)> = (0..kept.len())
-            .map(|i| {
-                (
-                    columns.iter().map(|c| c[i].clone()).collect(),
-                    sorts.iter().map(|c| c[i].clone()).collect(),
-                )
-            })
-            .collect();
-        let descending: Vec<bool> = self.plan.order_by.iter().map(|k| k.descending).collect();
-        rows.sort_by(|a, b| cmp_values(&a.1, &b.1, &descending));
-        Ok(rows.into_iter().map(|(values, _)| values).collect())
+        let plan = self.plan.clone();
+        self.off_worker(move || finish_groups(&plan, groups)).await
     }
+}
+
+fn aggregates_of(plan: &Plan) -> &[ebb_query::AggregateCall] {
+    match &plan.shape {
+        Shape::Aggregate { aggregates, .. } => aggregates,
+        Shape::Rows { .. } => &[],
+    }
+}
+
+/// Merge one page's partial states into `groups`.
+fn merge_groups(plan: &Plan, groups: &mut Groups, page: Groups) -> Result<(), QueryError> {
+    let aggregates = aggregates_of(plan);
+    for (key, states) in page {
+        match groups.remove(&key) {
+            Some(existing) => {
+                let merged = existing
+                    .into_iter()
+                    .zip(states)
+                    .zip(aggregates)
+                    .map(|((left, right), a)| a.function.merge(left, right))
+                    .collect::<Result<Vec<AggState>, _>>()?;
+                groups.insert(key, merged);
+            }
+            None => {
+                groups.insert(key, states);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Finish every group, apply HAVING, project and order the result rows.
+fn finish_groups(plan: &Plan, mut groups: Groups) -> Result<Vec<Vec<Value>>, QueryError> {
+    let Shape::Aggregate {
+        group_by,
+        aggregates,
+        having,
+        projection,
+    } = &plan.shape
+    else {
+        unreachable!("aggregate shape");
+    };
+    if group_by.is_empty() && groups.is_empty() {
+        let empty = aggregates
+            .iter()
+            .map(|a| a.function.init())
+            .collect::<Result<Vec<_>, _>>()?;
+        groups.insert(Vec::new(), empty);
+    }
+    let mut finished: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(groups.len());
+    for (key, states) in groups {
+        let results = states
+            .into_iter()
+            .zip(aggregates)
+            .map(|(state, a)| a.function.finish(state))
+            .collect::<Result<Vec<_>, _>>()?;
+        finished.push((key, results));
+    }
+    finished.sort_by(|a, b| cmp_values(&a.0, &b.0, &[]));
+    let group_rows: Vec<GroupRow> = finished
+        .iter()
+        .map(|(k, r)| GroupRow {
+            keys: k,
+            results: r,
+        })
+        .collect();
+    let keep: Vec<bool> = match having {
+        None => vec![true; group_rows.len()],
+        Some(h) => eval_batch(h, &group_rows)?
+            .into_iter()
+            .map(|v| v.truth() == Some(true))
+            .collect(),
+    };
+    let kept: Vec<GroupRow> = group_rows
+        .into_iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|(g, _)| g)
+        .collect();
+    let columns: Vec<Vec<Value>> = projection
+        .iter()
+        .map(|e| eval_batch(e, &kept))
+        .collect::<Result<_, _>>()?;
+    let sorts: Vec<Vec<Value>> = plan
+        .order_by
+        .iter()
+        .map(|k| eval_batch(&k.expr, &kept))
+        .collect::<Result<_, _>>()?;
+    let mut rows: Vec<(Vec<Value>, Vec<Value>)> = (0..kept.len())
+        .map(|i| {
+            (
+                columns.iter().map(|c| c[i].clone()).collect(),
+                sorts.iter().map(|c| c[i].clone()).collect(),
+            )
+        })
+        .collect();
+    let descending: Vec<bool> = plan.order_by.iter().map(|k| k.descending).collect();
+    rows.sort_by(|a, b| cmp_values(&a.1, &b.1, &descending));
+    Ok(rows.into_iter().map(|(values, _)| values).collect())
 }
 
 impl cursor::InvalidCursor {

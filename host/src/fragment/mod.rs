@@ -109,6 +109,12 @@ impl Fragment {
         self.send(operation).await
     }
 
+    /// A slot in the `Background` pool for work that runs elsewhere (plugin
+    /// pages on the blocking pool); the slot is held until the permit drops.
+    pub fn admit_background(&self) -> Result<pool::Permit, SubmitError> {
+        Ok(self.shared.admission.admit(Priority::Background)?)
+    }
+
     async fn send(&self, mut operation: Operation) -> Result<(), SubmitError> {
         let deadline = tokio::time::Instant::now() + DISPATCHER_RESTART_WAIT;
         loop {

@@ -6,6 +6,7 @@ pub mod body;
 pub mod error;
 pub mod kv;
 pub mod observe;
+pub mod plugins;
 pub mod sql;
 
 use std::future::Future;
@@ -77,6 +78,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tables/{table}/batch", post(batch::batch))
         .route("/v1/tables", get(kv::list_tables))
         .route("/v1/sql", post(sql::sql))
+        .route("/v1/plugins", get(plugins::list_plugins))
+        .route(
+            "/v1/plugins/{name}",
+            put(plugins::put_plugin)
+                .get(plugins::get_plugin)
+                .delete(plugins::delete_plugin),
+        )
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

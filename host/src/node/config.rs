@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::exec::QueryBudgets;
 use crate::fragment::pool::PoolConfig;
+use crate::plugin::PluginLimits;
 
 /// Fragments of a new data dir unless configured otherwise.
 pub const DEFAULT_FRAGMENTS: u32 = 16;
@@ -46,6 +47,8 @@ pub struct NodeConfig {
     pub background_pool: PoolConfig,
     /// SQL budgets and page sizes.
     pub query: QueryBudgets,
+    /// Plugin sandbox limits.
+    pub plugins: PluginLimits,
 }
 
 impl Default for NodeConfig {
@@ -71,6 +74,7 @@ impl Default for NodeConfig {
                 capacity: 256,
             },
             query: QueryBudgets::default(),
+            plugins: PluginLimits::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::fragment::runtime::FragmentConfig;
 use crate::fragment::state::FragmentState;
 use crate::fragment::{Fragment, FragmentHealth};
 use crate::names::TableName;
+use crate::plugin::{PluginError, PluginRegistry, PluginRuntime};
 use crate::store::{Committer, DataDirMeta, KvStore, RocksStore, StoreError};
 use crate::table::Table;
 use clock::{HybridClock, now_ms};
@@ -74,6 +75,7 @@ pub(crate) struct NodeInner {
     pub(crate) gate: OperationGate,
     /// Taken out (and so closed) by a completed shutdown.
     store: parking_lot::Mutex<Option<Arc<dyn KvStore>>>,
+    pub(crate) plugins: Arc<PluginRegistry>,
     committer: Arc<Committer>,
     clock: Arc<HybridClock>,
     boot: BootStats,
@@ -157,6 +159,17 @@ impl Node {
             records: loaded.iter().map(|f| f.records).sum(),
             converted: loaded.iter().map(|f| f.converted).sum(),
         };
+        let plugins = {
+            let store = store.clone();
+            let limits = config.plugins;
+            tokio::task::spawn_blocking(move || {
+                let runtime = PluginRuntime::new(limits).map_err(PluginError::Engine)?;
+                PluginRegistry::load(runtime, &*store)
+            })
+            .await
+            .map_err(|e| StoreError::Engine(e.to_string()))?
+            .map_err(|e| OpenError::Plugins(e.to_string()))?
+        };
         let committer = Arc::new(Committer::start(store.clone())?);
         let fragment_config = FragmentConfig {
             pools: [
@@ -213,6 +226,7 @@ impl Node {
                 fragments,
                 gate: OperationGate::default(),
                 store: parking_lot::Mutex::new(Some(store)),
+                plugins: Arc::new(plugins),
                 committer,
                 clock,
                 boot,
@@ -248,6 +262,20 @@ impl Node {
         request: crate::exec::QueryRequest,
     ) -> Result<crate::exec::QueryOutput, crate::exec::QueryError> {
         crate::exec::execute(self, request).await
+    }
+
+    /// The store, until shutdown closes it.
+    pub(crate) fn store(&self) -> Result<Arc<dyn KvStore>, crate::Error> {
+        self.inner
+            .store
+            .lock()
+            .clone()
+            .ok_or(crate::Error::ShuttingDown)
+    }
+
+    /// The installed plugins.
+    pub fn plugins(&self) -> &Arc<PluginRegistry> {
+        &self.inner.plugins
     }
 
     /// Per-fragment health.

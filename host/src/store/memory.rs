@@ -6,13 +6,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
-use super::{FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
+use super::{EntryVisitor, Family, FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
+
+/// An entry of a non-record family: `(family, key)`.
+type FamilyKey = (u8, Vec<u8>);
 
 /// Keeps records and meta in ordered maps. `set_failing(true)` makes every
 /// write fail until it is turned off, to exercise retry paths.
 #[derive(Default)]
 pub struct MemoryStore {
     records: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    families: Mutex<BTreeMap<FamilyKey, Vec<u8>>>,
     meta: Mutex<BTreeMap<String, Vec<u8>>>,
     failing: AtomicBool,
     writes: AtomicU64,
@@ -93,6 +97,44 @@ impl KvStore for MemoryStore {
     }
 
     fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn write_family(
+        &self,
+        family: Family,
+        puts: &[(Vec<u8>, Vec<u8>)],
+        deletes: &[Vec<u8>],
+    ) -> Result<(), StoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StoreError::Engine("injected write failure".into()));
+        }
+        let mut families = self.families.lock();
+        for key in deletes {
+            families.remove(&(family as u8, key.clone()));
+        }
+        for (key, value) in puts {
+            families.insert((family as u8, key.clone()), value.clone());
+        }
+        Ok(())
+    }
+
+    fn scan_family(
+        &self,
+        family: Family,
+        prefix: &[u8],
+        visit: &mut EntryVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = self
+            .families
+            .lock()
+            .range((family as u8, prefix.to_vec())..)
+            .take_while(|((f, k), _)| *f == family as u8 && k.starts_with(prefix))
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, value) in entries {
+            visit(&key, &value)?;
+        }
         Ok(())
     }
 }

@@ -72,6 +72,20 @@ impl StoreBatch {
     }
 }
 
+/// Column families beside `records`, for the other parts of the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Plugin modules, manifests and compiled artifacts.
+    Plugins,
+    /// Expiry events waiting for their handler.
+    ExpiryOutbox,
+    /// Expiry events that exhausted their attempts.
+    DeadLetters,
+}
+
+/// Visits one `(key, value)` entry of a family; an error stops the scan.
+pub type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError> + 'a;
+
 /// The durable layer. Implementations are synchronous and may block: callers
 /// run them on the committer thread or a blocking pool, never on a tokio
 /// worker.
@@ -96,4 +110,20 @@ pub trait KvStore: Send + Sync + 'static {
 
     /// Make everything written so far durable (fsync the log).
     fn sync(&self) -> Result<(), StoreError>;
+
+    /// Put and delete entries of `family` atomically and durably (fsync).
+    fn write_family(
+        &self,
+        family: Family,
+        puts: &[(Vec<u8>, Vec<u8>)],
+        deletes: &[Vec<u8>],
+    ) -> Result<(), StoreError>;
+
+    /// Visit the entries of `family` whose key starts with `prefix`, in key order.
+    fn scan_family(
+        &self,
+        family: Family,
+        prefix: &[u8],
+        visit: &mut EntryVisitor<'_>,
+    ) -> Result<(), StoreError>;
 }

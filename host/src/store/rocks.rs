@@ -8,7 +8,7 @@ use rocksdb::{
 };
 
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
-use super::{FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
+use super::{EntryVisitor, Family, FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
 
 /// Records: `(fragment, table, key) -> Record envelope`.
 pub const CF_RECORDS: &str = "records";
@@ -143,5 +143,52 @@ impl KvStore for RocksStore {
 
     fn sync(&self) -> Result<(), StoreError> {
         self.db.flush_wal(true).map_err(engine)
+    }
+
+    fn write_family(
+        &self,
+        family: Family,
+        puts: &[(Vec<u8>, Vec<u8>)],
+        deletes: &[Vec<u8>],
+    ) -> Result<(), StoreError> {
+        let cf = self.family(family_name(family))?;
+        let mut batch = WriteBatch::default();
+        for key in deletes {
+            batch.delete_cf(cf, key);
+        }
+        for (key, value) in puts {
+            batch.put_cf(cf, key, value);
+        }
+        let mut options = WriteOptions::default();
+        options.set_sync(true);
+        self.db.write_opt(batch, &options).map_err(engine)
+    }
+
+    fn scan_family(
+        &self,
+        family: Family,
+        prefix: &[u8],
+        visit: &mut EntryVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let cf = self.family(family_name(family))?;
+        for entry in self
+            .db
+            .iterator_cf(cf, IteratorMode::From(prefix, Direction::Forward))
+        {
+            let (key, value) = entry.map_err(engine)?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            visit(&key, &value)?;
+        }
+        Ok(())
+    }
+}
+
+fn family_name(family: Family) -> &'static str {
+    match family {
+        Family::Plugins => CF_PLUGINS,
+        Family::ExpiryOutbox => CF_EXPIRY_OUTBOX,
+        Family::DeadLetters => CF_DEAD_LETTERS,
     }
 }

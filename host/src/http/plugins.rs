@@ -1,0 +1,141 @@
+//! Plugin routes: upload (validate, compile, store a new version), list,
+//! describe and delete.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use ebb_proto::plugin::v1 as abi;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::body::{path, read_limited};
+use super::error::ApiError;
+use crate::plugin::{PluginError, PluginVersion};
+
+impl From<PluginError> for ApiError {
+    fn from(error: PluginError) -> Self {
+        let message = error.to_string();
+        match error {
+            PluginError::Invalid(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_invalid", message)
+            }
+            PluginError::NotFound(_) => ApiError::not_found(message),
+            PluginError::Limit(_) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
+            PluginError::Store(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_durable", message)
+            }
+            PluginError::Engine(_) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+            }
+        }
+    }
+}
+
+fn kind_name(kind: i32) -> &'static str {
+    match abi::FunctionKind::try_from(kind) {
+        Ok(abi::FunctionKind::Scalar) => "scalar",
+        Ok(abi::FunctionKind::Aggregate) => "aggregate",
+        Ok(abi::FunctionKind::ExpiryHandler) => "expiry_handler",
+        _ => "unspecified",
+    }
+}
+
+fn describe(version: &PluginVersion) -> Value {
+    let functions: Vec<Value> = version
+        .manifest
+        .functions
+        .iter()
+        .map(|f| {
+            json!({
+                "name": f.name,
+                "kind": kind_name(f.kind),
+                "arg_count": f.arg_count,
+                "description": f.description,
+            })
+        })
+        .collect();
+    json!({
+        "name": version.name,
+        "version": version.info.version,
+        "sha256": version.info.sha256,
+        "size": version.info.size,
+        "created_ms": version.info.created_ms,
+        "manifest": {
+            "name": version.manifest.name,
+            "version": version.manifest.version,
+            "abi_version": version.manifest.abi_version,
+        },
+        "functions": functions,
+    })
+}
+
+/// `PUT /v1/plugins/{name}`: the body is a wasm core module.
+pub async fn put_plugin(
+    State(app): State<AppState>,
+    target: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let name = path(target)?;
+    let registry = app.node.plugins().clone();
+    let limit = registry.runtime().limits().max_module_bytes;
+    let bytes = read_limited(
+        &headers,
+        body,
+        limit,
+        "the module",
+        "plugin max_module_bytes",
+    )
+    .await?;
+    let store = app.node.store()?;
+    let version = tokio::task::spawn_blocking(move || registry.install(&*store, &name, &bytes))
+        .await
+        .map_err(|e| ApiError::invalid_request(format!("install task failed: {e}")))??;
+    Ok(Json(describe(&version)))
+}
+
+/// `GET /v1/plugins`.
+pub async fn list_plugins(State(app): State<AppState>) -> Json<Value> {
+    let plugins: Vec<Value> = app
+        .node
+        .plugins()
+        .list()
+        .iter()
+        .map(|v| describe(v))
+        .collect();
+    Json(json!({ "plugins": plugins }))
+}
+
+/// `GET /v1/plugins/{name}`: the current version, its functions and every version.
+pub async fn get_plugin(
+    State(app): State<AppState>,
+    target: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let name = path(target)?;
+    let registry = app.node.plugins();
+    let version = registry
+        .get(&name)
+        .ok_or_else(|| ApiError::not_found(format!("plugin {name} not found")))?;
+    let mut out = describe(&version);
+    out["versions"] = json!(registry.history(&name));
+    out["loaded_from_artifact"] = json!(version.from_artifact);
+    out["idle_instances"] = json!(version.idle_instances());
+    Ok(Json(out))
+}
+
+/// `DELETE /v1/plugins/{name}`.
+pub async fn delete_plugin(
+    State(app): State<AppState>,
+    target: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let name = path(target)?;
+    let registry = app.node.plugins().clone();
+    let deleted = name.to_ascii_lowercase();
+    let store = app.node.store()?;
+    tokio::task::spawn_blocking(move || registry.remove(&*store, &name))
+        .await
+        .map_err(|e| ApiError::invalid_request(format!("delete task failed: {e}")))??;
+    Ok(Json(json!({ "deleted": deleted })))
+}

@@ -1,0 +1,11 @@
+//! WASM plugins: the sandboxed runtime, the registry of installed plugins,
+//! and their functions in SQL.
+
+pub mod error;
+pub mod registry;
+pub mod runtime;
+pub mod sql;
+
+pub use error::{CallCause, PluginCallError, PluginError, PluginInvalid};
+pub use registry::{PluginRegistry, PluginVersion, VersionInfo};
+pub use runtime::{PluginLimits, PluginRuntime};

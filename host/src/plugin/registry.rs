@@ -1,0 +1,356 @@
+//! Installed plugins: versions persisted in the `plugins` column family,
+//! loaded at boot from their compiled artifacts, each with a pool of idle
+//! instances.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ebb_proto::Message;
+use ebb_proto::plugin::v1 as abi;
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use wasmtime::Module;
+
+use super::error::{CallCause, PluginCallError, PluginError, PluginInvalid};
+use super::runtime::{PluginInstance, PluginRuntime};
+use crate::node::clock::now_ms;
+use crate::store::{Family, KvStore};
+
+/// What is kept about every version of a plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionInfo {
+    /// 1, 2, ... per plugin name.
+    pub version: u32,
+    /// SHA-256 of the module bytes, hex.
+    pub sha256: String,
+    /// Module size in bytes.
+    pub size: usize,
+    /// Upload time, Unix ms.
+    pub created_ms: u64,
+}
+
+/// One installed version: its module, manifest and idle instances. Queries
+/// hold an `Arc` of the version they planned with, so replacing a plugin
+/// never changes a running query.
+pub struct PluginVersion {
+    /// Plugin name.
+    pub name: String,
+    /// Version info.
+    pub info: VersionInfo,
+    /// The manifest the module declared.
+    pub manifest: abi::Manifest,
+    /// Whether boot loaded the stored artifact (`false`: compiled now).
+    pub from_artifact: bool,
+    module: Module,
+    runtime: Arc<PluginRuntime>,
+    idle: Mutex<Vec<PluginInstance>>,
+}
+
+impl PluginVersion {
+    /// The declared function called `name` (case-insensitive).
+    pub fn function(&self, name: &str) -> Option<&abi::FunctionDecl> {
+        self.manifest
+            .functions
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Call `function` with `call` under `deadline`. Blocking: run it on a
+    /// blocking thread. An instance that traps, times out or answers
+    /// garbage is discarded; a guest-reported error keeps it.
+    pub fn call(
+        &self,
+        function: &str,
+        call: abi::call_request::Call,
+        deadline: Duration,
+    ) -> Result<abi::CallResponse, PluginCallError> {
+        let fail = |cause: CallCause| PluginCallError {
+            plugin: self.name.clone(),
+            function: function.to_string(),
+            cause,
+        };
+        let instance = self.idle.lock().pop();
+        let mut instance = match instance {
+            Some(instance) => instance,
+            None => self
+                .runtime
+                .instantiate(&self.name, &self.module)
+                .map_err(|e| fail(CallCause::Trap(format!("instantiation failed: {e}"))))?,
+        };
+        let request = abi::CallRequest {
+            function: function.to_string(),
+            call: Some(call),
+        }
+        .encode_to_vec();
+        let bytes = instance.call(&request, deadline).map_err(fail)?;
+        let response = abi::CallResponse::decode(bytes.as_slice())
+            .map_err(|e| fail(CallCause::Malformed(e.to_string())))?;
+        {
+            let mut idle = self.idle.lock();
+            if idle.len() < self.runtime.limits().idle_instances {
+                idle.push(instance);
+            }
+        }
+        match response.result {
+            Some(abi::call_response::Result::Error(message)) => {
+                Err(fail(CallCause::Guest(message)))
+            }
+            None => Err(fail(CallCause::Malformed("empty CallResponse".into()))),
+            Some(_) => Ok(response),
+        }
+    }
+
+    /// The runtime this version runs in.
+    pub fn runtime(&self) -> &Arc<PluginRuntime> {
+        &self.runtime
+    }
+
+    /// The idle instances kept for reuse.
+    pub fn idle_instances(&self) -> usize {
+        self.idle.lock().len()
+    }
+}
+
+struct Entry {
+    current: Arc<PluginVersion>,
+    history: Vec<VersionInfo>,
+}
+
+/// The installed plugins. The registry does not own the store (so a node's
+/// shutdown can close it); writes take the store as an argument.
+pub struct PluginRegistry {
+    runtime: Arc<PluginRuntime>,
+    plugins: RwLock<BTreeMap<String, Entry>>,
+}
+
+fn key(name: &str, version: u32, part: &str) -> Vec<u8> {
+    format!("v1/{name}/{version:010}/{part}").into_bytes()
+}
+
+/// Check a plugin name: `[a-z_][a-z0-9_]{0,62}`, stored lower-case.
+pub fn plugin_name(name: &str) -> Result<String, PluginInvalid> {
+    let lower = name.to_ascii_lowercase();
+    let valid = !lower.is_empty()
+        && lower.len() <= 63
+        && (lower.as_bytes()[0].is_ascii_lowercase() || lower.as_bytes()[0] == b'_')
+        && lower
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if valid {
+        Ok(lower)
+    } else {
+        Err(PluginInvalid {
+            plugin: name.chars().take(80).collect(),
+            reason: "invalid plugin name: use 1 to 63 characters from a-z, 0-9 and _, not starting with a digit".into(),
+        })
+    }
+}
+
+impl PluginRegistry {
+    /// Load every installed plugin (blocking). A stored artifact the engine
+    /// cannot load is recompiled from the module bytes.
+    pub fn load(runtime: Arc<PluginRuntime>, store: &dyn KvStore) -> Result<Self, PluginError> {
+        let mut parts: BTreeMap<(String, u32), BTreeMap<String, Vec<u8>>> = BTreeMap::new();
+        store.scan_family(Family::Plugins, b"v1/", &mut |k, v| {
+            let text = String::from_utf8_lossy(k);
+            let mut fields = text.splitn(4, '/').skip(1);
+            if let (Some(name), Some(version), Some(part)) =
+                (fields.next(), fields.next(), fields.next())
+                && let Ok(version) = version.parse::<u32>()
+            {
+                parts
+                    .entry((name.to_string(), version))
+                    .or_default()
+                    .insert(part.to_string(), v.to_vec());
+            }
+            Ok(())
+        })?;
+        let mut plugins: BTreeMap<String, Entry> = BTreeMap::new();
+        for ((name, _), blobs) in parts {
+            let Some(info) = blobs
+                .get("info")
+                .and_then(|b| serde_json::from_slice::<VersionInfo>(b).ok())
+            else {
+                continue;
+            };
+            let entry_history = plugins
+                .get(&name)
+                .map(|e| e.history.clone())
+                .unwrap_or_default();
+            let mut history = entry_history;
+            history.push(info.clone());
+            let (Some(module_bytes), Some(manifest)) = (blobs.get("module"), blobs.get("manifest"))
+            else {
+                // An older version whose blobs were dropped when it was replaced.
+                if let Some(entry) = plugins.get_mut(&name) {
+                    entry.history = history;
+                }
+                continue;
+            };
+            let manifest = abi::Manifest::decode(manifest.as_slice()).map_err(|e| {
+                PluginError::Engine(format!("stored manifest of {name} is corrupt: {e}"))
+            })?;
+            let (module, from_artifact) = match blobs
+                .get("artifact")
+                .and_then(|a| runtime.load_artifact(a))
+            {
+                Some(module) => (module, true),
+                None => {
+                    tracing::info!(plugin = %name, "stored artifact unusable by this build; recompiling");
+                    let compiled = runtime.compile(&name, module_bytes)?;
+                    (compiled.module, false)
+                }
+            };
+            let version = Arc::new(PluginVersion {
+                name: name.clone(),
+                info,
+                manifest,
+                from_artifact,
+                module,
+                runtime: runtime.clone(),
+                idle: Mutex::new(Vec::new()),
+            });
+            plugins.insert(
+                name,
+                Entry {
+                    current: version,
+                    history,
+                },
+            );
+        }
+        Ok(Self {
+            runtime,
+            plugins: RwLock::new(plugins),
+        })
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Arc<PluginRuntime> {
+        &self.runtime
+    }
+
+    /// Validate, compile and store `bytes` as the next version of `name`
+    /// (blocking). The new version serves new queries at once.
+    pub fn install(
+        &self,
+        store: &dyn KvStore,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<PluginVersion>, PluginError> {
+        let name = plugin_name(name)?;
+        {
+            let plugins = self.plugins.read();
+            if !plugins.contains_key(&name) && plugins.len() >= self.runtime.limits().max_plugins {
+                return Err(PluginError::Limit(format!(
+                    "{} plugins are installed, the limit; delete one first",
+                    plugins.len()
+                )));
+            }
+        }
+        let compiled = self.runtime.compile(&name, bytes)?;
+        let artifact = compiled
+            .module
+            .serialize()
+            .map_err(|e| PluginError::Engine(format!("cannot serialize compiled module: {e}")))?;
+        let mut plugins = self.plugins.write();
+        let previous = plugins.get(&name);
+        let number = previous.map_or(1, |e| e.current.info.version + 1);
+        let info = VersionInfo {
+            version: number,
+            sha256: compiled.sha256.iter().map(|b| format!("{b:02x}")).collect(),
+            size: bytes.len(),
+            created_ms: now_ms(),
+        };
+        let puts = vec![
+            (key(&name, number, "module"), bytes.to_vec()),
+            (key(&name, number, "artifact"), artifact),
+            (
+                key(&name, number, "manifest"),
+                compiled.manifest.encode_to_vec(),
+            ),
+            (
+                key(&name, number, "info"),
+                serde_json::to_vec(&info).expect("plain struct serializes"),
+            ),
+        ];
+        // Older versions keep their info (history) but not their blobs.
+        let deletes: Vec<Vec<u8>> = previous
+            .map(|e| {
+                let v = e.current.info.version;
+                vec![
+                    key(&name, v, "module"),
+                    key(&name, v, "artifact"),
+                    key(&name, v, "manifest"),
+                ]
+            })
+            .unwrap_or_default();
+        store.write_family(Family::Plugins, &puts, &deletes)?;
+        let version = Arc::new(PluginVersion {
+            name: name.clone(),
+            info: info.clone(),
+            manifest: compiled.manifest,
+            from_artifact: false,
+            module: compiled.module,
+            runtime: self.runtime.clone(),
+            idle: Mutex::new(Vec::new()),
+        });
+        let mut history = previous.map(|e| e.history.clone()).unwrap_or_default();
+        history.push(info);
+        plugins.insert(
+            name,
+            Entry {
+                current: version.clone(),
+                history,
+            },
+        );
+        Ok(version)
+    }
+
+    /// The current version of `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<PluginVersion>> {
+        self.plugins
+            .read()
+            .get(&name.to_ascii_lowercase())
+            .map(|e| e.current.clone())
+    }
+
+    /// Every version ever installed under `name`.
+    pub fn history(&self, name: &str) -> Vec<VersionInfo> {
+        self.plugins
+            .read()
+            .get(&name.to_ascii_lowercase())
+            .map(|e| e.history.clone())
+            .unwrap_or_default()
+    }
+
+    /// All plugins, by name.
+    pub fn list(&self) -> Vec<Arc<PluginVersion>> {
+        self.plugins
+            .read()
+            .values()
+            .map(|e| e.current.clone())
+            .collect()
+    }
+
+    /// Remove `name` and every stored version (blocking).
+    pub fn remove(&self, store: &dyn KvStore, name: &str) -> Result<(), PluginError> {
+        let name = name.to_ascii_lowercase();
+        let mut plugins = self.plugins.write();
+        if !plugins.contains_key(&name) {
+            return Err(PluginError::NotFound(name));
+        }
+        let mut keys = Vec::new();
+        store.scan_family(
+            Family::Plugins,
+            format!("v1/{name}/").as_bytes(),
+            &mut |k, _| {
+                keys.push(k.to_vec());
+                Ok(())
+            },
+        )?;
+        store.write_family(Family::Plugins, &[], &keys)?;
+        plugins.remove(&name);
+        Ok(())
+    }
+}

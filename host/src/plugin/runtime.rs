@@ -1,0 +1,486 @@
+//! The sandbox: one wasmtime engine (pooling allocator, epoch interruption
+//! driven by a ticker thread), module validation, and instances that call
+//! ABI v1 functions under a deadline and a memory cap.
+//!
+//! Calls are synchronous and may run for up to their deadline: callers run
+//! them on blocking threads, never on a tokio worker.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use ebb_proto::Message;
+use ebb_proto::plugin::v1 as abi;
+use sha2::{Digest, Sha256};
+use wasmtime::{
+    Caller, Config, Engine, ExternType, InstanceAllocationStrategy, Linker, Memory, Module,
+    PoolingAllocationConfig, ResourceLimiter, Store, Trap, TypedFunc, ValType,
+};
+
+use super::error::{CallCause, PluginInvalid};
+
+/// The epoch ticks this often; deadlines are whole ticks.
+const TICK: Duration = Duration::from_millis(2);
+
+/// Sandbox limits. Defaults are documented in docs/plugins.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// Largest module upload. Default 16 MiB.
+    pub max_module_bytes: usize,
+    /// Most plugins installed. Default 64.
+    pub max_plugins: usize,
+    /// Linear memory per instance. Default 64 MiB.
+    pub max_memory_bytes: usize,
+    /// Deadline of one query-function call (a batch). Default 100 ms.
+    pub query_deadline: Duration,
+    /// Deadline of one expiry-handler call. Default 1 s.
+    pub expiry_deadline: Duration,
+    /// Largest response a call may return. Default 16 MiB.
+    pub max_response_bytes: usize,
+    /// Idle instances kept per plugin version. Default 4.
+    pub idle_instances: usize,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        Self {
+            max_module_bytes: 16 * 1024 * 1024,
+            max_plugins: 64,
+            max_memory_bytes: 64 * 1024 * 1024,
+            query_deadline: Duration::from_millis(100),
+            expiry_deadline: Duration::from_secs(1),
+            max_response_bytes: 16 * 1024 * 1024,
+            idle_instances: 4,
+        }
+    }
+}
+
+/// Per-store data: the memory limiter and the plugin name for logs.
+pub struct HostState {
+    plugin: Arc<str>,
+    max_memory: usize,
+    memory_cap_hit: bool,
+}
+
+impl ResourceLimiter for HostState {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_memory {
+            self.memory_cap_hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// The engine and its epoch ticker. Dropping it stops the ticker.
+pub struct PluginRuntime {
+    engine: Engine,
+    linker: Linker<HostState>,
+    limits: PluginLimits,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for PluginRuntime {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A module that passed validation, with its manifest.
+pub struct CompiledPlugin {
+    /// The compiled module.
+    pub module: Module,
+    /// Its manifest.
+    pub manifest: abi::Manifest,
+    /// SHA-256 of the uploaded bytes.
+    pub sha256: [u8; 32],
+}
+
+const EXPORTS: [(&str, &[ValType], &[ValType]); 5] = [
+    ("ebb_abi_version", &[], &[ValType::I32]),
+    ("ebb_alloc", &[ValType::I32], &[ValType::I32]),
+    ("ebb_dealloc", &[ValType::I32, ValType::I32], &[]),
+    ("ebb_manifest", &[], &[ValType::I64]),
+    ("ebb_call", &[ValType::I32, ValType::I32], &[ValType::I64]),
+];
+
+fn same_types(actual: impl ExactSizeIterator<Item = ValType>, expected: &[ValType]) -> bool {
+    actual.len() == expected.len() && actual.zip(expected).all(|(a, e)| ValType::eq(&a, e))
+}
+
+impl PluginRuntime {
+    /// Start the engine and its ticker.
+    pub fn new(limits: PluginLimits) -> Result<Arc<Self>, String> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_core_instances(256)
+            .total_memories(256)
+            .total_tables(256)
+            .max_memories_per_module(1)
+            .max_tables_per_module(1)
+            .max_memory_size(limits.max_memory_bytes);
+        let mut config = Config::new();
+        config
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(|e| e.to_string())?;
+        let mut linker = Linker::new(&engine);
+        linker
+            .func_wrap(
+                "ebb",
+                "log",
+                |mut caller: Caller<'_, HostState>, level: i32, ptr: i32, len: i32| {
+                    let plugin = caller.data().plugin.clone();
+                    let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory())
+                    else {
+                        return;
+                    };
+                    let len = (len.max(0) as usize).min(4096);
+                    let mut buffer = vec![0u8; len];
+                    if memory
+                        .read(&caller, ptr.max(0) as usize, &mut buffer)
+                        .is_err()
+                    {
+                        return;
+                    }
+                    let text = String::from_utf8_lossy(&buffer);
+                    match level {
+                        0 => tracing::error!(%plugin, "{text}"),
+                        1 => tracing::warn!(%plugin, "{text}"),
+                        2 => tracing::info!(%plugin, "{text}"),
+                        _ => tracing::debug!(%plugin, "{text}"),
+                    }
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker_engine = engine.clone();
+        let ticker_stop = stop.clone();
+        thread::Builder::new()
+            .name("ebb-epoch".into())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Relaxed) {
+                    thread::sleep(TICK);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Arc::new(Self {
+            engine,
+            linker,
+            limits,
+            stop,
+        }))
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &PluginLimits {
+        &self.limits
+    }
+
+    /// Validate and compile `bytes` uploaded as `name`: size, imports (only
+    /// `ebb.log`), exports and their types, ABI version and manifest.
+    pub fn compile(&self, name: &str, bytes: &[u8]) -> Result<CompiledPlugin, PluginInvalid> {
+        let invalid = |reason: String| PluginInvalid {
+            plugin: name.to_string(),
+            reason,
+        };
+        if bytes.len() > self.limits.max_module_bytes {
+            return Err(invalid(format!(
+                "module is {} bytes; the limit is {} bytes",
+                bytes.len(),
+                self.limits.max_module_bytes
+            )));
+        }
+        if !bytes.starts_with(b"\0asm") {
+            return Err(invalid(
+                "not a WebAssembly module (no \\0asm header)".into(),
+            ));
+        }
+        let module = Module::new(&self.engine, bytes)
+            .map_err(|e| invalid(format!("not a valid WebAssembly core module: {e}")))?;
+        self.check_interface(name, &module)?;
+        let manifest = self.read_manifest(name, &module)?;
+        Ok(CompiledPlugin {
+            module,
+            manifest,
+            sha256: Sha256::digest(bytes).into(),
+        })
+    }
+
+    /// Load a precompiled artifact; `None` when this engine cannot use it
+    /// (another wasmtime build or settings), so the caller recompiles.
+    pub fn load_artifact(&self, artifact: &[u8]) -> Option<Module> {
+        // SAFETY: the artifact was produced by `Module::serialize` of an engine
+        // of this program and stored in our own data dir; wasmtime checks the
+        // engine and build compatibility and refuses anything else.
+        unsafe { Module::deserialize(&self.engine, artifact) }.ok()
+    }
+
+    fn check_interface(&self, name: &str, module: &Module) -> Result<(), PluginInvalid> {
+        let invalid = |reason: String| PluginInvalid {
+            plugin: name.to_string(),
+            reason,
+        };
+        for import in module.imports() {
+            let allowed = import.module() == "ebb"
+                && import.name() == "log"
+                && matches!(import.ty(), ExternType::Func(f)
+                    if same_types(f.params(), &[ValType::I32, ValType::I32, ValType::I32]) && f.results().len() == 0);
+            if !allowed {
+                return Err(invalid(format!(
+                    "forbidden import {}.{}: plugins may import only ebb.log(i32, i32, i32) (no WASI)",
+                    import.module(),
+                    import.name()
+                )));
+            }
+        }
+        match module.get_export("memory") {
+            Some(ExternType::Memory(_)) => {}
+            _ => return Err(invalid("missing export memory".into())),
+        }
+        for (export, params, results) in EXPORTS {
+            match module.get_export(export) {
+                Some(ExternType::Func(f))
+                    if same_types(f.params(), params) && same_types(f.results(), results) => {}
+                Some(_) => {
+                    return Err(invalid(format!(
+                        "export {export} has the wrong type; see the ABI v1 table in docs/plugins.md"
+                    )));
+                }
+                None => return Err(invalid(format!("missing export {export}"))),
+            }
+        }
+        Ok(())
+    }
+
+    fn read_manifest(&self, name: &str, module: &Module) -> Result<abi::Manifest, PluginInvalid> {
+        let invalid = |reason: String| PluginInvalid {
+            plugin: name.to_string(),
+            reason,
+        };
+        let mut instance = self
+            .instantiate(name, module)
+            .map_err(|e| invalid(format!("cannot be instantiated: {e}")))?;
+        let version = instance
+            .abi_version()
+            .map_err(|e| invalid(format!("ebb_abi_version {e}")))?;
+        if version != 1 {
+            return Err(invalid(format!(
+                "speaks ABI version {version}; this server speaks version 1"
+            )));
+        }
+        let bytes = instance
+            .manifest_bytes()
+            .map_err(|e| invalid(format!("ebb_manifest {e}")))?;
+        let manifest = abi::Manifest::decode(bytes.as_slice())
+            .map_err(|e| invalid(format!("ebb_manifest returned a malformed Manifest: {e}")))?;
+        if manifest.abi_version != 1 {
+            return Err(invalid(format!(
+                "manifest says ABI version {}; this server speaks version 1",
+                manifest.abi_version
+            )));
+        }
+        if manifest.functions.is_empty() {
+            return Err(invalid("manifest declares no functions".into()));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for function in &manifest.functions {
+            let valid_name = !function.name.is_empty()
+                && function.name.len() <= 63
+                && function
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && !function.name.as_bytes()[0].is_ascii_digit();
+            if !valid_name {
+                return Err(invalid(format!(
+                    "function name {:?} is not an identifier ([a-zA-Z_][a-zA-Z0-9_]*, at most 63 bytes)",
+                    function.name
+                )));
+            }
+            if !seen.insert(function.name.to_ascii_lowercase()) {
+                return Err(invalid(format!(
+                    "function {} is declared twice",
+                    function.name
+                )));
+            }
+            if abi::FunctionKind::try_from(function.kind).unwrap_or(abi::FunctionKind::Unspecified)
+                == abi::FunctionKind::Unspecified
+            {
+                return Err(invalid(format!("function {} has no kind", function.name)));
+            }
+            if function.arg_count < -1 || function.arg_count > 64 {
+                return Err(invalid(format!(
+                    "function {} declares {} arguments (use -1 for variadic, at most 64)",
+                    function.name, function.arg_count
+                )));
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// A fresh instance of `module`.
+    pub fn instantiate(&self, plugin: &str, module: &Module) -> Result<PluginInstance, String> {
+        let mut store = Store::new(
+            &self.engine,
+            HostState {
+                plugin: Arc::from(plugin),
+                max_memory: self.limits.max_memory_bytes,
+                memory_cap_hit: false,
+            },
+        );
+        store.limiter(|state| state);
+        store.set_epoch_deadline(ticks(self.limits.query_deadline));
+        store.epoch_deadline_trap();
+        let instance = self
+            .linker
+            .instantiate(&mut store, module)
+            .map_err(|e| describe(&e))?;
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or("missing export memory")?;
+        let typed = |store: &mut Store<HostState>, name: &str| {
+            instance
+                .get_func(&mut *store, name)
+                .ok_or_else(|| format!("missing export {name}"))
+        };
+        let abi_version = typed(&mut store, "ebb_abi_version")?
+            .typed::<(), i32>(&store)
+            .map_err(|e| e.to_string())?;
+        let alloc = typed(&mut store, "ebb_alloc")?
+            .typed::<i32, i32>(&store)
+            .map_err(|e| e.to_string())?;
+        let dealloc = typed(&mut store, "ebb_dealloc")?
+            .typed::<(i32, i32), ()>(&store)
+            .map_err(|e| e.to_string())?;
+        let manifest = typed(&mut store, "ebb_manifest")?
+            .typed::<(), i64>(&store)
+            .map_err(|e| e.to_string())?;
+        let call = typed(&mut store, "ebb_call")?
+            .typed::<(i32, i32), i64>(&store)
+            .map_err(|e| e.to_string())?;
+        Ok(PluginInstance {
+            store,
+            memory,
+            abi_version,
+            alloc,
+            dealloc,
+            manifest,
+            call,
+            max_response: self.limits.max_response_bytes,
+        })
+    }
+}
+
+fn ticks(deadline: Duration) -> u64 {
+    (deadline.as_millis() as u64)
+        .div_ceil(TICK.as_millis() as u64)
+        .max(1)
+}
+
+fn describe(error: &wasmtime::Error) -> String {
+    let mut text = error.to_string();
+    let root = error.root_cause().to_string();
+    if !text.contains(&root) {
+        text = format!("{text}: {root}");
+    }
+    text
+}
+
+/// One instance of a plugin version, reused across calls while healthy.
+pub struct PluginInstance {
+    store: Store<HostState>,
+    memory: Memory,
+    abi_version: TypedFunc<(), i32>,
+    alloc: TypedFunc<i32, i32>,
+    dealloc: TypedFunc<(i32, i32), ()>,
+    manifest: TypedFunc<(), i64>,
+    call: TypedFunc<(i32, i32), i64>,
+    max_response: usize,
+}
+
+impl PluginInstance {
+    fn classify(&self, error: wasmtime::Error, deadline: Duration) -> CallCause {
+        if matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+            return CallCause::Deadline(deadline.as_millis() as u64);
+        }
+        if self.store.data().memory_cap_hit {
+            return CallCause::MemoryCap(self.store.data().max_memory);
+        }
+        CallCause::Trap(describe(&error))
+    }
+
+    fn read_packed(&self, packed: i64) -> Result<Vec<u8>, CallCause> {
+        let ptr = ((packed as u64) >> 32) as usize;
+        let len = (packed as u64 & 0xffff_ffff) as usize;
+        if len > self.max_response {
+            return Err(CallCause::TooLarge(len));
+        }
+        let data = self.memory.data(&self.store);
+        data.get(ptr..ptr.saturating_add(len))
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| CallCause::Malformed(format!("pointer {ptr}+{len} is outside memory")))
+    }
+
+    fn abi_version(&mut self) -> Result<i32, CallCause> {
+        let deadline = Duration::from_millis(100);
+        self.store.set_epoch_deadline(ticks(deadline));
+        self.abi_version
+            .call(&mut self.store, ())
+            .map_err(|e| self.classify(e, deadline))
+    }
+
+    fn manifest_bytes(&mut self) -> Result<Vec<u8>, CallCause> {
+        let deadline = Duration::from_millis(100);
+        self.store.set_epoch_deadline(ticks(deadline));
+        let packed = self
+            .manifest
+            .call(&mut self.store, ())
+            .map_err(|e| self.classify(e, deadline))?;
+        self.read_packed(packed)
+    }
+
+    /// Call `ebb_call` with an encoded request; the encoded response.
+    pub fn call(&mut self, request: &[u8], deadline: Duration) -> Result<Vec<u8>, CallCause> {
+        self.store.set_epoch_deadline(ticks(deadline));
+        let len = i32::try_from(request.len())
+            .map_err(|_| CallCause::Malformed("request too large".into()))?;
+        let ptr = self
+            .alloc
+            .call(&mut self.store, len)
+            .map_err(|e| self.classify(e, deadline))?;
+        if self
+            .memory
+            .write(&mut self.store, ptr as u32 as usize, request)
+            .is_err()
+        {
+            return Err(CallCause::Malformed(format!(
+                "ebb_alloc returned {ptr}, outside memory"
+            )));
+        }
+        let packed = self
+            .call
+            .call(&mut self.store, (ptr, len))
+            .map_err(|e| self.classify(e, deadline))?;
+        let response = self.read_packed(packed)?;
+        self.dealloc
+            .call(&mut self.store, (ptr, len))
+            .map_err(|e| self.classify(e, deadline))?;
+        Ok(response)
+    }
+}

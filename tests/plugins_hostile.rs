@@ -1,0 +1,398 @@
+//! Hostile and malformed plugins against a running server: each is refused
+//! or contained with its specific error, and the server keeps answering,
+//! healthy plugins included. Plugins are written against the raw ABI in WAT,
+//! without the SDK (ABI conformance).
+
+mod common;
+
+use common::{Server, call};
+use ebb_proto::Message;
+use ebb_proto::plugin::v1 as abi;
+use serde_json::{Value, json};
+
+fn escape(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("\\{b:02x}")).collect()
+}
+
+fn manifest(abi_version: u32) -> Vec<u8> {
+    abi::Manifest {
+        abi_version,
+        name: "raw".into(),
+        version: "1.0.0".into(),
+        functions: vec![abi::FunctionDecl {
+            name: "f".into(),
+            kind: abi::FunctionKind::Scalar as i32,
+            arg_count: 1,
+            description: "test function".into(),
+        }],
+    }
+    .encode_to_vec()
+}
+
+fn answer_42() -> Vec<u8> {
+    abi::CallResponse {
+        result: Some(abi::call_response::Result::Scalar(abi::ScalarResult {
+            values: vec![abi::Value {
+                kind: Some(abi::value::Kind::Int(42)),
+            }],
+        })),
+    }
+    .encode_to_vec()
+}
+
+/// A raw ABI v1 module: `call_body` is the body of `ebb_call` (returns i64).
+fn module(
+    extra: &str,
+    abi_version: i32,
+    manifest: &[u8],
+    call_body: &str,
+    response: &[u8],
+) -> Vec<u8> {
+    let wat = format!(
+        r#"(module
+  {extra}
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 8192))
+  (data (i32.const 1024) "{manifest}")
+  (data (i32.const 4096) "{response}")
+  (func (export "ebb_abi_version") (result i32) (i32.const {abi_version}))
+  (func (export "ebb_alloc") (param i32) (result i32) (local $p i32)
+    (local.set $p (global.get $heap))
+    (global.set $heap (i32.add (global.get $heap) (local.get 0)))
+    (local.get $p))
+  (func (export "ebb_dealloc") (param i32 i32) (global.set $heap (i32.const 8192)))
+  (func (export "ebb_manifest") (result i64)
+    (i64.or (i64.shl (i64.const 1024) (i64.const 32)) (i64.const {manifest_len})))
+  (func $recurse (param i32) (result i32) (call $recurse (i32.add (local.get 0) (i32.const 1))))
+  (func (export "ebb_call") (param i32 i32) (result i64) {call_body})
+)"#,
+        manifest = escape(manifest),
+        manifest_len = manifest.len(),
+        response = escape(response),
+    );
+    wat::parse_str(wat).expect("valid WAT")
+}
+
+fn respond(response_len: usize) -> String {
+    format!("(i64.or (i64.shl (i64.const 4096) (i64.const 32)) (i64.const {response_len}))")
+}
+
+fn healthy() -> Vec<u8> {
+    let response = answer_42();
+    module("", 1, &manifest(1), &respond(response.len()), &response)
+}
+
+fn upload(server: &Server, name: &str, bytes: &[u8]) -> common::Answer {
+    call(
+        "PUT",
+        &format!("{}/v1/plugins/{name}", server.url),
+        &[],
+        Some(bytes),
+    )
+}
+
+fn sql(server: &Server, text: &str) -> common::Answer {
+    let body = json!({ "sql": text }).to_string();
+    call(
+        "POST",
+        &format!("{}/v1/sql", server.url),
+        &[("content-type", "application/json")],
+        Some(body.as_bytes()),
+    )
+}
+
+fn server_still_serves(server: &Server) {
+    let answer = sql(server, "SELECT good.f(key), count(*) FROM t GROUP BY 1");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["rows"], json!([[42, 1]]));
+    let get = call(
+        "GET",
+        &format!("{}/v1/tables/t/keys/only", server.url),
+        &[],
+        None,
+    );
+    assert_eq!(get.status, 200);
+}
+
+#[test]
+fn a_raw_abi_plugin_works_in_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    call(
+        "PUT",
+        &format!("{}/v1/tables/t/keys/only", server.url),
+        &[],
+        Some(b"v"),
+    );
+    let answer = upload(&server, "good", &healthy());
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let body: Value = answer.json();
+    assert_eq!(body["version"], 1);
+    assert_eq!(body["functions"][0]["name"], "f");
+    assert_eq!(body["functions"][0]["kind"], "scalar");
+    assert_eq!(body["sha256"].as_str().unwrap().len(), 64);
+    let rows = sql(
+        &server,
+        "SELECT key, good.f(value) AS answer FROM t WHERE good.f(key) = 42",
+    );
+    assert_eq!(rows.status, 200, "{}", rows.text());
+    assert_eq!(rows.json()["rows"], json!([["only", 42]]));
+    let explain = sql(&server, "EXPLAIN SELECT good.f(key) FROM t");
+    assert!(
+        explain.text().contains("plugin calls: good.f"),
+        "{}",
+        explain.text()
+    );
+    for (text, says) in [
+        ("SELECT nope.f(key) FROM t", "unknown plugin nope"),
+        ("SELECT good.g(key) FROM t", "has no function g"),
+        ("SELECT good.f(key, 1) FROM t", "takes 1 arguments"),
+        (
+            "SELECT count(*) FROM t WHERE good.f(key, key) = 1",
+            "takes 1",
+        ),
+    ] {
+        let answer = sql(&server, text);
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (400, "invalid_sql"),
+            "{text}: {}",
+            answer.text()
+        );
+        assert!(answer.text().contains(says), "{text}: {}", answer.text());
+    }
+    // Replacing creates version 2; the listing and detail show it.
+    assert_eq!(upload(&server, "good", &healthy()).json()["version"], 2);
+    let detail = call("GET", &format!("{}/v1/plugins/good", server.url), &[], None).json();
+    assert_eq!(detail["versions"].as_array().unwrap().len(), 2);
+    let list = call("GET", &format!("{}/v1/plugins", server.url), &[], None).json();
+    assert_eq!(list["plugins"][0]["name"], "good");
+    assert_eq!(server.stop(), 0);
+}
+
+#[test]
+fn bad_uploads_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--max-plugin-bytes", "20000"]);
+    call(
+        "PUT",
+        &format!("{}/v1/tables/t/keys/only", server.url),
+        &[],
+        Some(b"v"),
+    );
+    assert_eq!(upload(&server, "good", &healthy()).status, 200);
+    let response = answer_42();
+    let cases: Vec<(&str, Vec<u8>, u16, &str, &str)> = vec![
+        ("not wasm", b"hello, world".to_vec(), 422, "plugin_invalid", "not a WebAssembly module"),
+        ("broken wasm", b"\0asm\x01\0\0\0\x99".to_vec(), 422, "plugin_invalid", "not a valid WebAssembly"),
+        (
+            "wasi import",
+            module(r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#, 1, &manifest(1), &respond(response.len()), &response),
+            422,
+            "plugin_invalid",
+            "forbidden import wasi_snapshot_preview1.fd_write",
+        ),
+        (
+            "other import",
+            module(r#"(import "env" "now" (func (result i64)))"#, 1, &manifest(1), &respond(response.len()), &response),
+            422,
+            "plugin_invalid",
+            "forbidden import env.now",
+        ),
+        ("wrong abi", module("", 2, &manifest(1), &respond(response.len()), &response), 422, "plugin_invalid", "ABI version 2"),
+        ("wrong manifest abi", module("", 1, &manifest(7), &respond(response.len()), &response), 422, "plugin_invalid", "manifest says ABI version 7"),
+        (
+            "missing export",
+            wat::parse_str(r#"(module (memory (export "memory") 1) (func (export "ebb_abi_version") (result i32) (i32.const 1)))"#).unwrap(),
+            422,
+            "plugin_invalid",
+            "missing export ebb_alloc",
+        ),
+        ("garbage manifest", module("", 1, b"\xff\xff\xff", &respond(response.len()), &response), 422, "plugin_invalid", "malformed Manifest"),
+        ("oversized", vec![0u8; 25_000], 413, "too_large", "limit"),
+    ];
+    for (what, bytes, status, code, says) in cases {
+        let answer = upload(&server, "bad", &bytes);
+        assert_eq!(answer.status, status, "{what}: {}", answer.text());
+        assert_eq!(answer.code(), code, "{what}");
+        assert!(answer.text().contains(says), "{what}: {}", answer.text());
+    }
+    assert_eq!(
+        call("GET", &format!("{}/v1/plugins/bad", server.url), &[], None).status,
+        404,
+        "nothing was installed"
+    );
+    server_still_serves(&server);
+    assert_eq!(server.stop(), 0);
+}
+
+#[test]
+fn hostile_calls_fail_with_plugin_error_and_the_server_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    call(
+        "PUT",
+        &format!("{}/v1/tables/t/keys/only", server.url),
+        &[],
+        Some(b"v"),
+    );
+    assert_eq!(upload(&server, "good", &healthy()).status, 200);
+    let response = answer_42();
+    let garbage = b"\xff\xff\xff\xff".to_vec();
+    let wrong_count = abi::CallResponse {
+        result: Some(abi::call_response::Result::Scalar(abi::ScalarResult {
+            values: vec![],
+        })),
+    }
+    .encode_to_vec();
+    let guest_error = abi::CallResponse {
+        result: Some(abi::call_response::Result::Error("bad input".into())),
+    }
+    .encode_to_vec();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "infinite loop",
+            module(
+                "",
+                1,
+                &manifest(1),
+                "(loop $l (br $l)) (unreachable)",
+                &response,
+            ),
+            "deadline",
+        ),
+        (
+            "memory growth",
+            module(
+                "",
+                1,
+                &manifest(1),
+                "(if (i32.eq (memory.grow (i32.const 2000)) (i32.const -1)) (then (unreachable))) (i64.const 0)",
+                &response,
+            ),
+            "memory cap",
+        ),
+        (
+            "recursion",
+            module(
+                "",
+                1,
+                &manifest(1),
+                "(drop (call $recurse (i32.const 0))) (i64.const 0)",
+                &response,
+            ),
+            "trapped",
+        ),
+        (
+            "trap",
+            module("", 1, &manifest(1), "(unreachable)", &response),
+            "trapped",
+        ),
+        (
+            "huge response",
+            module("", 1, &manifest(1), "(i64.const 4294967295)", &response),
+            "response limit",
+        ),
+        (
+            "out of bounds response",
+            module(
+                "",
+                1,
+                &manifest(1),
+                "(i64.or (i64.shl (i64.const 100000000) (i64.const 32)) (i64.const 10))",
+                &response,
+            ),
+            "outside memory",
+        ),
+        (
+            "malformed response",
+            module("", 1, &manifest(1), &respond(garbage.len()), &garbage),
+            "malformed",
+        ),
+        (
+            "wrong value count",
+            module(
+                "",
+                1,
+                &manifest(1),
+                &respond(wrong_count.len()),
+                &wrong_count,
+            ),
+            "0 values for 1 rows",
+        ),
+        (
+            "guest error",
+            module(
+                "",
+                1,
+                &manifest(1),
+                &respond(guest_error.len()),
+                &guest_error,
+            ),
+            "bad input",
+        ),
+    ];
+    for (what, bytes, says) in cases {
+        let installed = upload(&server, "evil", &bytes);
+        assert_eq!(installed.status, 200, "{what}: {}", installed.text());
+        let answer = sql(&server, "SELECT evil.f(key) FROM t");
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (422, "plugin_error"),
+            "{what}: {}",
+            answer.text()
+        );
+        let message = answer.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains("evil.f") && message.contains(says),
+            "{what}: {message}"
+        );
+        server_still_serves(&server);
+    }
+    assert_eq!(
+        call(
+            "DELETE",
+            &format!("{}/v1/plugins/evil", server.url),
+            &[],
+            None
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        call(
+            "DELETE",
+            &format!("{}/v1/plugins/evil", server.url),
+            &[],
+            None
+        )
+        .status,
+        404
+    );
+    assert_eq!(server.stop(), 0);
+}
+
+#[test]
+fn plugins_survive_a_restart_without_recompiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    call(
+        "PUT",
+        &format!("{}/v1/tables/t/keys/only", server.url),
+        &[],
+        Some(b"v"),
+    );
+    assert_eq!(upload(&server, "good", &healthy()).status, 200);
+    assert_eq!(server.stop(), 0);
+    let server = Server::start(dir.path(), &[]);
+    let detail = call("GET", &format!("{}/v1/plugins/good", server.url), &[], None).json();
+    assert_eq!(
+        detail["loaded_from_artifact"], true,
+        "the stored artifact was used: {detail}"
+    );
+    server_still_serves(&server);
+    assert_eq!(server.stop(), 0);
+}
