@@ -9,13 +9,17 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run example test bench bench-sql bench-http build lint fmt prereqs clean-data
+.PHONY: run example test bench bench-sql bench-http build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
 
 build: prereqs
 	$(CARGO) build $(PROFILE) --workspace --bins --examples
+
+# The bundled example plugins, compiled to wasm32 (tests upload them).
+plugins: prereqs
+	$(CARGO) build $(PROFILE) --target wasm32-unknown-unknown -p ebb-plugin-json -p ebb-plugin-stats
 
 # Binaries and examples are built together so dependency features match the
 # test build exactly and neither target rebuilds the other's dependencies.
@@ -27,7 +31,7 @@ run: prereqs
 example: prereqs
 	$(CARGO) run $(PROFILE) -p ebb-host --example embedded
 
-test: prereqs
+test: prereqs plugins
 	$(CARGO) test $(PROFILE) --workspace --all-targets
 	$(CARGO) test $(PROFILE) --workspace --doc
 

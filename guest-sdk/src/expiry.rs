@@ -1,0 +1,176 @@
+//! Expiry handlers: a batch of expired records in, follow-up writes and retries out.
+
+use std::fmt::Display;
+
+use ebb_proto::plugin::v1 as proto;
+
+/// One expired record handed to an expiry handler (`ebb.plugin.v1.ExpiryEvent`).
+///
+/// Delivery is at-least-once: the same `id` can arrive again (after a crash or
+/// when listed in [`ExpiryOutcome::failed`]), with a higher `attempt`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpiryEvent {
+    /// Stable identity of the event across retries.
+    pub id: Vec<u8>,
+    /// Table of the expired record.
+    pub table: String,
+    /// Key of the expired record.
+    pub key: String,
+    /// The record's last value.
+    pub value: Vec<u8>,
+    /// Version of the record (milliseconds part).
+    pub version_ms: u64,
+    /// Version of the record (counter part).
+    pub version_counter: u64,
+    /// When the record expired, in Unix milliseconds.
+    pub expires_at_ms: u64,
+    /// When the host observed the expiry, in Unix milliseconds.
+    pub observed_at_ms: u64,
+    /// Delivery attempt, starting at 1.
+    pub attempt: u32,
+}
+
+impl From<proto::ExpiryEvent> for ExpiryEvent {
+    fn from(event: proto::ExpiryEvent) -> Self {
+        ExpiryEvent {
+            id: event.id.to_vec(),
+            table: event.table,
+            key: event.key,
+            value: event.value.to_vec(),
+            version_ms: event.version_ms,
+            version_counter: event.version_counter,
+            expires_at_ms: event.expires_at_ms,
+            observed_at_ms: event.observed_at_ms,
+            attempt: event.attempt,
+        }
+    }
+}
+
+impl From<ExpiryEvent> for proto::ExpiryEvent {
+    fn from(event: ExpiryEvent) -> Self {
+        proto::ExpiryEvent {
+            id: event.id.into(),
+            table: event.table,
+            key: event.key,
+            value: event.value.into(),
+            version_ms: event.version_ms,
+            version_counter: event.version_counter,
+            expires_at_ms: event.expires_at_ms,
+            observed_at_ms: event.observed_at_ms,
+            attempt: event.attempt,
+        }
+    }
+}
+
+/// A write the host applies on the handler's behalf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Writes `value` under `table`/`key`; `ttl_ms = 0` means no TTL.
+    Put {
+        /// Target table.
+        table: String,
+        /// Target key.
+        key: String,
+        /// Value to write.
+        value: Vec<u8>,
+        /// Time to live in milliseconds; 0 = none.
+        ttl_ms: u64,
+    },
+    /// Deletes `table`/`key`.
+    Delete {
+        /// Target table.
+        table: String,
+        /// Target key.
+        key: String,
+    },
+}
+
+/// What a handler did with a batch. Actions are applied even when some events
+/// are listed in `failed`; those events are delivered again later.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpiryOutcome {
+    /// Writes to apply.
+    pub actions: Vec<Action>,
+    /// Indexes (into the batch) of events to retry.
+    pub failed: Vec<u32>,
+}
+
+impl ExpiryOutcome {
+    /// Adds a put; `ttl_ms = 0` means no TTL.
+    pub fn put(&mut self, table: &str, key: &str, value: Vec<u8>, ttl_ms: u64) {
+        self.actions.push(Action::Put {
+            table: table.to_owned(),
+            key: key.to_owned(),
+            value,
+            ttl_ms,
+        });
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, table: &str, key: &str) {
+        self.actions.push(Action::Delete {
+            table: table.to_owned(),
+            key: key.to_owned(),
+        });
+    }
+
+    /// Marks event `index` of the batch for retry.
+    pub fn retry(&mut self, index: usize) {
+        self.failed.push(u32::try_from(index).unwrap_or(u32::MAX));
+    }
+
+    /// Converts to the wire type, checking that every `failed` index names
+    /// an event of a batch of `batch_len` events.
+    pub(crate) fn into_proto(self, batch_len: usize) -> Result<proto::ExpiryResult, String> {
+        if let Some(bad) = self.failed.iter().find(|&&i| i as usize >= batch_len) {
+            return Err(format!(
+                "failed index {bad} is out of range for a batch of {batch_len} events"
+            ));
+        }
+        let actions = self
+            .actions
+            .into_iter()
+            .map(|action| proto::Action {
+                action: Some(match action {
+                    Action::Put {
+                        table,
+                        key,
+                        value,
+                        ttl_ms,
+                    } => proto::action::Action::Put(proto::Put {
+                        table,
+                        key,
+                        value: value.into(),
+                        ttl_ms,
+                    }),
+                    Action::Delete { table, key } => {
+                        proto::action::Action::Delete(proto::Delete { table, key })
+                    }
+                }),
+            })
+            .collect();
+        Ok(proto::ExpiryResult {
+            actions,
+            failed: self.failed,
+        })
+    }
+}
+
+/// What an expiry handler may return: an [`ExpiryOutcome`], or a `Result` of
+/// one whose `Err` fails the whole batch (every event is retried).
+pub trait ExpiryOutput {
+    /// The outcome, or the error message of the call.
+    fn into_outcome(self) -> Result<ExpiryOutcome, String>;
+}
+
+impl ExpiryOutput for ExpiryOutcome {
+    fn into_outcome(self) -> Result<ExpiryOutcome, String> {
+        Ok(self)
+    }
+}
+
+impl<E: Display> ExpiryOutput for Result<ExpiryOutcome, E> {
+    fn into_outcome(self) -> Result<ExpiryOutcome, String> {
+        self.map_err(|e| e.to_string())
+    }
+}

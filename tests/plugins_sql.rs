@@ -1,0 +1,176 @@
+//! The bundled plugins (built to wasm32 by `make plugins`) in SQL, through
+//! the embedded node: JSON extraction, and aggregates whose results do not
+//! depend on fragment count or page size and match a native computation.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ebb_host::store::MemoryStore;
+use ebb_host::{Durability, Node, NodeConfig, PutOptions, QueryBudgets, QueryRequest};
+use ebb_query::Value;
+
+fn wasm(name: &str) -> Vec<u8> {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join(format!("wasm32-unknown-unknown/release/{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the plugins with `make plugins`",
+            path.display()
+        )
+    })
+}
+
+async fn node(fragments: u32, page: usize) -> Node {
+    let config = NodeConfig::new("unused")
+        .fragments(fragments)
+        .query_budgets(QueryBudgets {
+            page_visit_budget: page,
+            ..QueryBudgets::default()
+        });
+    let store: Arc<MemoryStore> = Arc::new(MemoryStore::new());
+    let node = Node::open_with_store(config, store.clone()).await.unwrap();
+    let plugins = node.plugins().clone();
+    let json = wasm("ebb_plugin_json");
+    let stats = wasm("ebb_plugin_stats");
+    tokio::task::spawn_blocking(move || {
+        plugins.install(&*store, "json", &json).unwrap();
+        plugins.install(&*store, "stats", &stats).unwrap();
+    })
+    .await
+    .unwrap();
+    let t = node.table("requests").unwrap();
+    for i in 0..500 {
+        let body = format!(
+            r#"{{"ms": {}, "user": "u{}", "ok": {}}}"#,
+            (i * 37) % 1000,
+            i % 17,
+            i % 3 != 0
+        );
+        t.put(
+            &format!("r{i:04}"),
+            body,
+            PutOptions::default().durability(Durability::Memory),
+        )
+        .await
+        .unwrap();
+    }
+    node
+}
+
+async fn rows(node: &Node, sql: &str) -> Vec<Vec<Value>> {
+    let mut request = QueryRequest {
+        sql: Some(sql.into()),
+        page_size: Some(10_000),
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    loop {
+        let page = node
+            .query(request)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        out.extend(page.rows);
+        match page.cursor {
+            Some(cursor) => {
+                request = QueryRequest {
+                    cursor: Some(cursor),
+                    ..Default::default()
+                }
+            }
+            None => return out,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_functions_extract_and_filter() {
+    let node = node(4, 256).await;
+    let found = rows(
+        &node,
+        "SELECT key, json.get(value, '$.user'), json.get_int(value, '$.ms') FROM requests WHERE json.get_int(value, '$.ms') > 990 ORDER BY key",
+    )
+    .await;
+    let expected: Vec<Vec<Value>> = (0..500)
+        .filter(|i| (i * 37) % 1000 > 990)
+        .map(|i| {
+            vec![
+                Value::text(format!("r{i:04}")),
+                Value::text(format!("u{}", i % 17)),
+                Value::Int((i * 37) % 1000),
+            ]
+        })
+        .collect();
+    assert_eq!(found, expected);
+    let grouped = rows(
+        &node,
+        "SELECT json.get(value, '$.ok') AS ok, count(*) FROM requests GROUP BY ok",
+    )
+    .await;
+    assert_eq!(
+        grouped,
+        vec![
+            vec![Value::text("false"), Value::Int(167)],
+            vec![Value::text("true"), Value::Int(333)]
+        ]
+    );
+    let missing = rows(
+        &node,
+        "SELECT json.has(value, '$.nope'), json.get(value, '$.nope') FROM requests LIMIT 1",
+    )
+    .await;
+    assert_eq!(missing, vec![vec![Value::Bool(false), Value::Null]]);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_do_not_depend_on_fragments_or_pages_and_match_native_results() {
+    let sql = "SELECT stats.avg(json.get_float(value, '$.ms')), stats.p50(json.get_float(value, '$.ms')), \
+               stats.p95(json.get_float(value, '$.ms')), stats.count_distinct(json.get(value, '$.user')), \
+               stats.stddev(json.get_float(value, '$.ms')) FROM requests";
+    let mut results = Vec::new();
+    for (fragments, page) in [(1, 10_000), (4, 256), (16, 7)] {
+        let node = node(fragments, page).await;
+        results.push(rows(&node, sql).await);
+        node.shutdown().await.unwrap();
+    }
+    let float = |v: &Value| match v {
+        Value::Float(f) => *f,
+        Value::Int(i) => *i as f64,
+        other => panic!("not a number: {other:?}"),
+    };
+    for other in &results[1..] {
+        for (a, b) in results[0][0].iter().zip(&other[0]) {
+            let (a, b) = (float(a), float(b));
+            assert!(
+                (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+                "{a} vs {b}: results depend on the split"
+            );
+        }
+    }
+    let mut ms: Vec<f64> = (0..500).map(|i| ((i * 37) % 1000) as f64).collect();
+    ms.sort_by(f64::total_cmp);
+    let mean = ms.iter().sum::<f64>() / ms.len() as f64;
+    let row = &results[0][0];
+    assert!(
+        (float(&row[0]) - mean).abs() < 1e-9,
+        "avg {} vs {mean}",
+        float(&row[0])
+    );
+    let p50 = ms[(0.50 * (ms.len() - 1) as f64).round() as usize];
+    let p95 = ms[(0.95 * (ms.len() - 1) as f64).round() as usize];
+    assert!(
+        (float(&row[1]) - p50).abs() <= 0.02 * p50 + 2.0,
+        "p50 {} vs {p50}",
+        float(&row[1])
+    );
+    assert!(
+        (float(&row[2]) - p95).abs() <= 0.02 * p95 + 2.0,
+        "p95 {} vs {p95}",
+        float(&row[2])
+    );
+    assert_eq!(float(&row[3]), 17.0, "17 distinct users");
+    let variance = ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (ms.len() - 1) as f64;
+    assert!((float(&row[4]) - variance.sqrt()).abs() < 1e-6, "stddev");
+}
