@@ -19,14 +19,15 @@ build: prereqs
 
 # The bundled example plugins, compiled to wasm32 (tests upload them).
 plugins: prereqs
-	$(CARGO) build $(PROFILE) --target wasm32-unknown-unknown -p ebb-plugin-json -p ebb-plugin-stats
+	$(CARGO) build $(PROFILE) --target wasm32-unknown-unknown -p ebb-plugin-json -p ebb-plugin-stats -p ebb-plugin-archive
 
 # Binaries and examples are built together so dependency features match the
 # test build exactly and neither target rebuilds the other's dependencies.
-run: prereqs
+run: prereqs plugins
 	$(CARGO) build $(PROFILE) --workspace --bins --examples
 	@./scripts/hints.sh
-	$(TARGET_DIR)/release/ebb serve --data-dir ebb-data
+	$(TARGET_DIR)/release/ebb serve --data-dir ebb-data \
+		--plugin-dir $(TARGET_DIR)/wasm32-unknown-unknown/release --demo
 
 example: prereqs
 	$(CARGO) run $(PROFILE) -p ebb-host --example embedded

@@ -10,10 +10,16 @@ ebb is starting on http://127.0.0.1:7070 with data in ./ebb-data. In another ter
   curl http://127.0.0.1:7070/v1/tables
   curl http://127.0.0.1:7070/health
 
+  The bundled plugins (json, stats, archive) and a demo table `requests` are loaded:
+
+  curl -s http://127.0.0.1:7070/v1/sql -d '{"sql": "SELECT json.get(value, '"'"'$.path'"'"') AS path, count(*), stats.p95(json.get_float(value, '"'"'$.ms'"'"')) FROM requests GROUP BY path"}'
+
   alias ebb=./target/release/ebb      # or $CARGO_TARGET_DIR/release/ebb
   ebb put users user:2 Grace
   ebb get users user:2
   ebb tables
+  ebb sql "SELECT json.get(value, '\$.path') AS path, stats.p95(json.get_float(value, '\$.ms')) AS p95 FROM requests GROUP BY path"
+  ebb plugin ls
 
 Ctrl-C stops the server cleanly.
 

@@ -486,7 +486,10 @@ impl Planner<'_> {
             .iter()
             .map(|item| OutputColumn {
                 name: item.name.clone(),
-                sql_type: item.expr.sql_type(),
+                sql_type: match item.expr {
+                    Expr::AggResult(i) => aggregates[i].function.return_type(),
+                    _ => item.expr.sql_type(),
+                },
             })
             .collect();
         let pushdown = push_down(filter);

@@ -50,6 +50,9 @@ pub enum ClientError {
     /// The answer could not be understood.
     #[error("unexpected response: {0}")]
     Protocol(String),
+    /// A local step failed (reading a file, building or running a plugin).
+    #[error("{0}")]
+    Local(String),
 }
 
 /// Largest response body the CLI reads.

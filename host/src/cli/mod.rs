@@ -6,6 +6,7 @@
 pub mod client;
 pub mod duration;
 pub mod import;
+pub mod plugin;
 pub mod serve;
 pub mod sql;
 
@@ -99,6 +100,9 @@ pub enum Command {
     },
     /// List tables with their live record counts.
     Tables,
+    /// Build, upload, list, show, remove plugins; call one locally.
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
     /// Run a SQL query; without one, read queries from stdin (a prompt on a terminal).
     Sql {
         /// The query.
@@ -298,6 +302,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             }
             sql::run(client, format, query.as_deref(), &options)
         }
+        Command::Plugin(command) => plugin::run(client, format, command),
         Command::Tables => {
             let json = client.send("GET", "/v1/tables", None)?.json()?;
             match format {

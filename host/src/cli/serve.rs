@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use sha2::Digest;
 
 use super::duration::parse_duration;
 use crate::Node;
@@ -49,9 +50,98 @@ pub struct ServeArgs {
     /// Largest plugin module upload in bytes.
     #[arg(long, default_value_t = crate::plugin::PluginLimits::default().max_module_bytes)]
     pub max_plugin_bytes: usize,
+    /// Install (or update) every `*.wasm` in this directory at start; the
+    /// plugin name is the file name without `.wasm` and an `ebb_plugin_` prefix.
+    #[arg(long)]
+    pub plugin_dir: Option<PathBuf>,
+    /// Load a small demo table `requests` (JSON values) when it is empty.
+    #[arg(long)]
+    pub demo: bool,
     /// Most records one SQL query may visit.
     #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_scanned_records)]
     pub max_scanned_records: u64,
+}
+
+/// Install the modules in `dir` whose bytes differ from the installed version.
+async fn install_plugin_dir(node: &Node, dir: &std::path::Path) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) => {
+            eprintln!("warning: cannot read plugin dir {}: {error}", dir.display());
+            return;
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    files.sort();
+    for file in files {
+        let stem = file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let name = stem.strip_prefix("ebb_plugin_").unwrap_or(stem).to_string();
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        let sha: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if node
+            .plugins()
+            .get(&name)
+            .is_some_and(|v| v.info.sha256 == sha)
+        {
+            continue;
+        }
+        let (registry, store) = match node.store() {
+            Ok(store) => (node.plugins().clone(), store),
+            Err(_) => return,
+        };
+        let installed =
+            tokio::task::spawn_blocking(move || registry.install(&*store, &name, &bytes)).await;
+        match installed {
+            Ok(Ok(version)) => println!(
+                "plugin {} version {} installed from {}",
+                version.name,
+                version.info.version,
+                file.display()
+            ),
+            Ok(Err(error)) => eprintln!("warning: {}: {error}", file.display()),
+            Err(error) => eprintln!("warning: {}: {error}", file.display()),
+        }
+    }
+}
+
+/// Fill table `requests` with JSON request logs when it is empty; the
+/// number of records written.
+async fn load_demo(node: &Node) -> Result<usize, crate::Error> {
+    let table = node.table("requests")?;
+    if table.get("req:0000").await?.is_some() {
+        return Ok(0);
+    }
+    let paths = ["/api/users", "/api/orders", "/api/search", "/health"];
+    let ops: Vec<crate::BatchOp> = (0..400)
+        .map(|i| crate::BatchOp::Put {
+            key: format!("req:{i:04}"),
+            value: format!(
+                r#"{{"path": "{}", "ms": {:.1}, "status": {}}}"#,
+                paths[i % paths.len()],
+                (i * 37 % 250) as f64 + 0.5 + (i % 4) as f64 * 40.0,
+                if i % 19 == 0 { 500 } else { 200 }
+            )
+            .into(),
+            expiry: crate::Expiry::Never,
+        })
+        .collect();
+    let count = ops.len();
+    for outcome in table.batch(ops, crate::Durability::Wal).await {
+        outcome?;
+    }
+    Ok(count)
 }
 
 async fn signal() {
@@ -89,6 +179,16 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(dir) = &args.plugin_dir {
+        install_plugin_dir(&node, dir).await;
+    }
+    if args.demo {
+        match load_demo(&node).await {
+            Ok(0) => {}
+            Ok(n) => println!("demo: loaded {n} records into table requests"),
+            Err(error) => eprintln!("warning: demo data not loaded: {error}"),
+        }
+    }
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(listener) => listener,
         Err(error) => {

@@ -1,0 +1,91 @@
+//! `ebb plugin` commands: call a module locally, push it to a server, list
+//! it, use it from `ebb sql`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{Server, ebb_bin};
+
+fn wasm(name: &str) -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join(format!("wasm32-unknown-unknown/release/{name}.wasm"))
+}
+
+fn ebb(url: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(ebb_bin())
+        .args(args)
+        .env("EBB_URL", url)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn plugins_are_called_locally_pushed_listed_and_used_in_sql() {
+    let json = wasm("ebb_plugin_json");
+    let json = json.to_str().unwrap();
+    let (code, out, err) = ebb(
+        "http://127.0.0.1:9",
+        &[
+            "plugin",
+            "call",
+            json,
+            "get_int",
+            r#"{"a": {"b": 7}}"#,
+            "$.a.b",
+        ],
+    );
+    assert_eq!((code, out.trim()), (0, "7"), "{err}");
+    let stats = wasm("ebb_plugin_stats");
+    let (code, out, _) = ebb(
+        "http://127.0.0.1:9",
+        &[
+            "plugin",
+            "call",
+            stats.to_str().unwrap(),
+            "count_distinct",
+            "a",
+            "b",
+            "a",
+        ],
+    );
+    assert_eq!((code, out.trim()), (0, "2"));
+    let (code, _, err) = ebb("http://127.0.0.1:9", &["plugin", "call", json, "nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no function nope"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let (code, out, err) = ebb(&server.url, &["plugin", "push", json]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("installed json version 1"), "{out}");
+    let (code, out, _) = ebb(&server.url, &["plugin", "ls"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("json") && out.contains("get_int"), "{out}");
+    let (code, _, err) = ebb(&server.url, &["put", "docs", "d1", r#"{"n": 41}"#]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = ebb(
+        &server.url,
+        &[
+            "sql",
+            "SELECT json.get_int(value, '$.n') + 1 AS n FROM docs",
+            "--format",
+            "csv",
+        ],
+    );
+    assert_eq!((code, out.as_str()), (0, "n\n42\n"), "{err}");
+    let (code, _, _) = ebb(&server.url, &["plugin", "rm", "json"]);
+    assert_eq!(code, 0);
+    let (code, _, err) = ebb(&server.url, &["plugin", "show", "json"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "{err}");
+    assert_eq!(server.stop(), 0);
+}
