@@ -352,6 +352,18 @@ fn hostile_calls_fail_with_plugin_error_and_the_server_keeps_serving() {
         );
         server_still_serves(&server);
     }
+    let metrics = call("GET", &format!("{}/metrics", server.url), &[], None).text();
+    for expected in [
+        r#"ebb_plugin_errors_total{plugin="evil",function="f",cause="guest_error"} 1"#,
+        r#"ebb_plugin_calls_total{plugin="evil",function="f"} 1"#,
+        r#"ebb_plugin_rows_total{plugin="evil",function="f"} 1"#,
+        r#"ebb_plugin_call_duration_seconds_count{plugin="good",function="f"}"#,
+    ] {
+        assert!(
+            metrics.contains(expected),
+            "metrics lack {expected}:\n{metrics}"
+        );
+    }
     assert_eq!(
         call(
             "DELETE",

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::Format;
 use super::client::{Client, ClientError, encode_segment};
-use crate::plugin::sql::{from_abi, to_abi};
+use crate::exec::convert::{from_proto, to_proto};
 use crate::plugin::{PluginLimits, PluginRuntime};
 
 /// Plugin commands.
@@ -278,7 +278,7 @@ pub fn run(
             let result = match abi::FunctionKind::try_from(decl.kind) {
                 Ok(abi::FunctionKind::Scalar) => {
                     let row = abi::Row {
-                        args: values.iter().map(to_abi).collect(),
+                        args: values.iter().map(to_proto).collect(),
                     };
                     match call(abi::call_request::Call::Scalar(abi::ScalarBatch {
                         rows: vec![row],
@@ -300,7 +300,7 @@ pub fn run(
                     let rows = values
                         .iter()
                         .map(|v| abi::Row {
-                            args: vec![to_abi(v)],
+                            args: vec![to_proto(v)],
                         })
                         .collect();
                     let updated =
@@ -323,8 +323,7 @@ pub fn run(
                     )));
                 }
             };
-            let value =
-                from_abi(&result).ok_or_else(|| fail("a Value with no field set".into()))?;
+            let value = from_proto(&result).map_err(fail)?;
             match format {
                 Format::Human => println!(
                     "{}",

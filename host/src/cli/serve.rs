@@ -47,6 +47,12 @@ pub struct ServeArgs {
     /// Longest a SQL query may run, e.g. 30s.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub query_timeout: Duration,
+    /// Linear memory per plugin instance, in MiB.
+    #[arg(long, default_value_t = (crate::plugin::PluginLimits::default().max_memory_bytes >> 20) as u64)]
+    pub plugin_memory_mib: u64,
+    /// Deadline of one plugin call from SQL (a batch of rows), e.g. 100ms.
+    #[arg(long, value_parser = parse_duration, default_value = "100ms")]
+    pub plugin_deadline: Duration,
     /// Largest plugin module upload in bytes.
     #[arg(long, default_value_t = crate::plugin::PluginLimits::default().max_module_bytes)]
     pub max_plugin_bytes: usize,
@@ -172,6 +178,8 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         });
     config.fragments = args.fragments;
     config.plugins.max_module_bytes = args.max_plugin_bytes;
+    config.plugins.max_memory_bytes = (args.plugin_memory_mib as usize) << 20;
+    config.plugins.query_deadline = args.plugin_deadline;
     let node = match Node::open(config).await {
         Ok(node) => node,
         Err(error) => {

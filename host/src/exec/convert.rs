@@ -1,8 +1,9 @@
-//! Conversions of SQL values: to and from the protobuf `Value` and JSON.
+//! Conversions of SQL values: to and from the protobuf `Value` (shared by
+//! cursors, the page protocol and the plugin ABI) and JSON.
 
 use base64::Engine as _;
 use bytes::Bytes;
-use ebb_proto::query::v1 as pb;
+use ebb_proto::plugin::v1 as pb;
 use ebb_query::Value;
 use serde_json::{Value as Json, json};
 

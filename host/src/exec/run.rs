@@ -394,42 +394,41 @@ impl<'a> Run<'a> {
                         },
                     ));
                 };
-                if plugins {
-                    let permit = node.inner.fragments[fragment as usize]
+                let page = move || {
+                    run_page(
+                        &plan,
+                        &snapshot,
+                        fragment,
+                        resume.as_deref(),
+                        budget,
+                        snapshot_ms,
+                    )
+                };
+                let fragment_handle = &node.inner.fragments[fragment as usize];
+                let page = if plugins {
+                    // Plugin calls block: run on the blocking pool, holding a
+                    // background-pool slot for admission.
+                    let permit = fragment_handle
                         .admit_background()
                         .map_err(crate::Error::from)?;
-                    let page = tokio::task::spawn_blocking(move || {
+                    tokio::task::spawn_blocking(move || {
                         let _admitted = permit;
-                        run_page(
-                            &plan,
-                            &snapshot,
-                            fragment,
-                            resume.as_deref(),
-                            budget,
-                            snapshot_ms,
-                        )
+                        page()
                     })
                     .await
-                    .map_err(|_| crate::Error::Interrupted { fragment })??;
-                    return Ok((i, page));
-                }
-                let (reply, answer) = oneshot::channel();
-                node.inner.fragments[fragment as usize]
-                    .submit_background(Box::new(move |_state| {
-                        let _ = reply.send(run_page(
-                            &plan,
-                            &snapshot,
-                            fragment,
-                            resume.as_deref(),
-                            budget,
-                            snapshot_ms,
-                        ));
-                    }))
-                    .await
-                    .map_err(crate::Error::from)?;
-                let page = answer
-                    .await
-                    .map_err(|_| crate::Error::Interrupted { fragment })??;
+                    .map_err(|_| crate::Error::Interrupted { fragment })??
+                } else {
+                    let (reply, answer) = oneshot::channel();
+                    fragment_handle
+                        .submit_background(Box::new(move |_state| {
+                            let _ = reply.send(page());
+                        }))
+                        .await
+                        .map_err(crate::Error::from)?;
+                    answer
+                        .await
+                        .map_err(|_| crate::Error::Interrupted { fragment })??
+                };
                 Ok::<_, QueryError>((i, page))
             }
         });

@@ -242,6 +242,71 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
             fragment.state().persistence().flush_latency(),
         );
     }
+    let plugins = app.node.plugins().list();
+    let plugin_metrics: Vec<(
+        String,
+        String,
+        std::sync::Arc<crate::plugin::registry::FunctionMetrics>,
+    )> = plugins
+        .iter()
+        .flat_map(|p| {
+            p.metrics()
+                .into_iter()
+                .map(move |(f, m)| (p.name.clone(), f, m))
+        })
+        .collect();
+    let counter =
+        |m: &std::sync::atomic::AtomicU64| m.load(std::sync::atomic::Ordering::Relaxed) as f64;
+    out.family(
+        "ebb_plugin_calls_total",
+        "counter",
+        "Plugin calls per function.",
+    );
+    for (plugin, function, m) in &plugin_metrics {
+        out.sample(
+            "ebb_plugin_calls_total",
+            &[("plugin", plugin), ("function", function)],
+            counter(&m.calls),
+        );
+    }
+    out.family(
+        "ebb_plugin_rows_total",
+        "counter",
+        "Rows passed to plugin functions.",
+    );
+    for (plugin, function, m) in &plugin_metrics {
+        out.sample(
+            "ebb_plugin_rows_total",
+            &[("plugin", plugin), ("function", function)],
+            counter(&m.rows),
+        );
+    }
+    out.family(
+        "ebb_plugin_errors_total",
+        "counter",
+        "Failed plugin calls by cause.",
+    );
+    for (plugin, function, m) in &plugin_metrics {
+        for (cause, count) in m.errors.lock().iter() {
+            out.sample(
+                "ebb_plugin_errors_total",
+                &[("plugin", plugin), ("function", function), ("cause", cause)],
+                *count as f64,
+            );
+        }
+    }
+    out.family(
+        "ebb_plugin_call_duration_seconds",
+        "histogram",
+        "Plugin call durations.",
+    );
+    for (plugin, function, m) in &plugin_metrics {
+        out.histogram(
+            "ebb_plugin_call_duration_seconds",
+            &[("plugin", plugin), ("function", function)],
+            &m.duration,
+        );
+    }
     out.family("ebb_table_live_records", "gauge", "Live records per table.");
     for table in app.node.tables() {
         out.sample(

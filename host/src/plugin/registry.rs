@@ -30,6 +30,40 @@ pub struct VersionInfo {
     pub created_ms: u64,
 }
 
+/// Call statistics of one function (of one plugin version).
+#[derive(Debug, Default)]
+pub struct FunctionMetrics {
+    /// Calls made.
+    pub calls: std::sync::atomic::AtomicU64,
+    /// Rows passed in scalar batches and aggregate updates.
+    pub rows: std::sync::atomic::AtomicU64,
+    /// Failed calls by cause (`deadline`, `memory_cap`, `trap`, `malformed`,
+    /// `too_large`, `guest_error`).
+    pub errors: Mutex<BTreeMap<&'static str, u64>>,
+    /// Call durations.
+    pub duration: crate::metrics::Histogram,
+}
+
+fn cause_name(cause: &CallCause) -> &'static str {
+    match cause {
+        CallCause::Deadline(_) => "deadline",
+        CallCause::MemoryCap(_) => "memory_cap",
+        CallCause::Trap(_) => "trap",
+        CallCause::Malformed(_) => "malformed",
+        CallCause::TooLarge(_) => "too_large",
+        CallCause::Guest(_) => "guest_error",
+    }
+}
+
+fn rows_of(call: &abi::call_request::Call) -> u64 {
+    match call {
+        abi::call_request::Call::Scalar(batch) => batch.rows.len() as u64,
+        abi::call_request::Call::AggUpdate(update) => update.rows.len() as u64,
+        abi::call_request::Call::Expiry(batch) => batch.events.len() as u64,
+        _ => 0,
+    }
+}
+
 /// One installed version: its module, manifest and idle instances. Queries
 /// hold an `Arc` of the version they planned with, so replacing a plugin
 /// never changes a running query.
@@ -45,9 +79,39 @@ pub struct PluginVersion {
     module: Module,
     runtime: Arc<PluginRuntime>,
     idle: Mutex<Vec<PluginInstance>>,
+    metrics: Mutex<BTreeMap<String, Arc<FunctionMetrics>>>,
 }
 
 impl PluginVersion {
+    fn new(
+        name: String,
+        info: VersionInfo,
+        manifest: abi::Manifest,
+        from_artifact: bool,
+        module: Module,
+        runtime: Arc<PluginRuntime>,
+    ) -> Self {
+        Self {
+            name,
+            info,
+            manifest,
+            from_artifact,
+            module,
+            runtime,
+            idle: Mutex::new(Vec::new()),
+            metrics: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Statistics per function called so far.
+    pub fn metrics(&self) -> Vec<(String, Arc<FunctionMetrics>)> {
+        self.metrics
+            .lock()
+            .iter()
+            .map(|(name, m)| (name.clone(), m.clone()))
+            .collect()
+    }
+
     /// The declared function called `name` (case-insensitive).
     pub fn function(&self, name: &str) -> Option<&abi::FunctionDecl> {
         self.manifest
@@ -60,6 +124,37 @@ impl PluginVersion {
     /// blocking thread. An instance that traps, times out or answers
     /// garbage is discarded; a guest-reported error keeps it.
     pub fn call(
+        &self,
+        function: &str,
+        call: abi::call_request::Call,
+        deadline: Duration,
+    ) -> Result<abi::CallResponse, PluginCallError> {
+        let metrics = self
+            .metrics
+            .lock()
+            .entry(function.to_string())
+            .or_default()
+            .clone();
+        metrics
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics
+            .rows
+            .fetch_add(rows_of(&call), std::sync::atomic::Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let result = self.call_instance(function, call, deadline);
+        metrics.duration.observe(started.elapsed());
+        if let Err(error) = &result {
+            *metrics
+                .errors
+                .lock()
+                .entry(cause_name(&error.cause))
+                .or_default() += 1;
+        }
+        result
+    }
+
+    fn call_instance(
         &self,
         function: &str,
         call: abi::call_request::Call,
@@ -202,15 +297,14 @@ impl PluginRegistry {
                     (compiled.module, false)
                 }
             };
-            let version = Arc::new(PluginVersion {
-                name: name.clone(),
+            let version = Arc::new(PluginVersion::new(
+                name.clone(),
                 info,
                 manifest,
                 from_artifact,
                 module,
-                runtime: runtime.clone(),
-                idle: Mutex::new(Vec::new()),
-            });
+                runtime.clone(),
+            ));
             plugins.insert(
                 name,
                 Entry {
@@ -286,15 +380,14 @@ impl PluginRegistry {
             })
             .unwrap_or_default();
         store.write_family(Family::Plugins, &puts, &deletes)?;
-        let version = Arc::new(PluginVersion {
-            name: name.clone(),
-            info: info.clone(),
-            manifest: compiled.manifest,
-            from_artifact: false,
-            module: compiled.module,
-            runtime: self.runtime.clone(),
-            idle: Mutex::new(Vec::new()),
-        });
+        let version = Arc::new(PluginVersion::new(
+            name.clone(),
+            info.clone(),
+            compiled.manifest,
+            false,
+            compiled.module,
+            self.runtime.clone(),
+        ));
         let mut history = previous.map(|e| e.history.clone()).unwrap_or_default();
         history.push(info);
         plugins.insert(

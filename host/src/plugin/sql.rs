@@ -12,33 +12,7 @@ use ebb_query::{
 
 use super::error::PluginCallError;
 use super::registry::{PluginRegistry, PluginVersion};
-
-/// A SQL value as an ABI value.
-pub fn to_abi(value: &Value) -> abi::Value {
-    use abi::value::Kind;
-    let kind = match value {
-        Value::Null => Kind::Null(true),
-        Value::Bool(b) => Kind::Boolean(*b),
-        Value::Int(i) => Kind::Int(*i),
-        Value::Float(f) => Kind::Float(*f),
-        Value::Text(t) => Kind::Text(t.to_string()),
-        Value::Bytes(b) => Kind::Bytes(b.clone()),
-    };
-    abi::Value { kind: Some(kind) }
-}
-
-/// An ABI value as a SQL value; a value with no field set is malformed.
-pub fn from_abi(value: &abi::Value) -> Option<Value> {
-    use abi::value::Kind;
-    Some(match value.kind.as_ref()? {
-        Kind::Null(_) => Value::Null,
-        Kind::Boolean(b) => Value::Bool(*b),
-        Kind::Int(i) => Value::Int(*i),
-        Kind::Float(f) => Value::Float(*f),
-        Kind::Text(t) => Value::text(t.as_str()),
-        Kind::Bytes(b) => Value::Bytes(b.clone()),
-    })
-}
+use crate::exec::convert::{from_proto, to_proto};
 
 fn arity(decl: &abi::FunctionDecl) -> Arity {
     if decl.arg_count < 0 {
@@ -67,7 +41,7 @@ fn malformed(version: &PluginVersion, function: &str, what: &str) -> FunctionErr
 fn rows(args: &[Vec<Value>], n: usize) -> Vec<abi::Row> {
     (0..n)
         .map(|i| abi::Row {
-            args: args.iter().map(|column| to_abi(&column[i])).collect(),
+            args: args.iter().map(|column| to_proto(&column[i])).collect(),
         })
         .collect()
 }
@@ -129,11 +103,7 @@ impl ScalarFunction for PluginScalar {
         result
             .values
             .iter()
-            .map(|v| {
-                from_abi(v).ok_or_else(|| {
-                    malformed(&self.version, &self.decl.name, "a Value with no field set")
-                })
-            })
+            .map(|v| from_proto(v).map_err(|e| malformed(&self.version, &self.decl.name, &e)))
             .collect()
     }
 }
@@ -221,9 +191,9 @@ impl AggregateFunction for PluginAggregate {
             )
             .map_err(sql_error)?;
         match response.result {
-            Some(abi::call_response::Result::Value(value)) => from_abi(&value).ok_or_else(|| {
-                malformed(&self.version, &self.decl.name, "a Value with no field set")
-            }),
+            Some(abi::call_response::Result::Value(value)) => {
+                from_proto(&value).map_err(|e| malformed(&self.version, &self.decl.name, &e))
+            }
             _ => Err(malformed(
                 &self.version,
                 &self.decl.name,
