@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run example test bench bench-sql bench-http build plugins lint fmt prereqs clean-data
+.PHONY: run example test bench bench-sql bench-plugins bench-http build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -41,6 +41,9 @@ bench: prereqs
 
 bench-sql: prereqs
 	$(CARGO) bench -p ebb-host --bench sql_vs_sqlite
+
+bench-plugins: prereqs plugins
+	$(CARGO) bench -p ebb-host --bench plugins
 
 bench-http: prereqs
 	./scripts/bench-http.sh
