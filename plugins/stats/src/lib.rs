@@ -56,42 +56,17 @@ fn number(args: &[Value]) -> Result<f64, String> {
     }
 }
 
+/// Aggregates over running moments (count, mean, M2); `STDDEV` picks the
+/// result: the mean, or the sample standard deviation.
+pub struct Moment<const STDDEV: bool>;
+
 /// `stats.avg(x)`.
-pub struct Avg;
-
-impl Aggregate for Avg {
-    type State = Moments;
-
-    fn init() -> Moments {
-        Moments::default()
-    }
-
-    fn update(state: &mut Moments, args: &[Value]) -> Result<(), String> {
-        state.add(number(args)?);
-        Ok(())
-    }
-
-    fn merge(left: Moments, right: Moments) -> Moments {
-        left.merge(right)
-    }
-
-    fn finish(state: Moments) -> Value {
-        state.mean().map_or(Value::Null, Value::Float)
-    }
-
-    fn encode(state: &Moments) -> Vec<u8> {
-        state.encode()
-    }
-
-    fn decode(bytes: &[u8]) -> Result<Moments, String> {
-        Moments::decode(bytes)
-    }
-}
+pub type Avg = Moment<false>;
 
 /// `stats.stddev(x)`: the sample standard deviation.
-pub struct Stddev;
+pub type Stddev = Moment<true>;
 
-impl Aggregate for Stddev {
+impl<const STDDEV: bool> Aggregate for Moment<STDDEV> {
     type State = Moments;
 
     fn init() -> Moments {
@@ -108,7 +83,12 @@ impl Aggregate for Stddev {
     }
 
     fn finish(state: Moments) -> Value {
-        state.sample_stddev().map_or(Value::Null, Value::Float)
+        let result = if STDDEV {
+            state.sample_stddev()
+        } else {
+            state.mean()
+        };
+        result.map_or(Value::Null, Value::Float)
     }
 
     fn encode(state: &Moments) -> Vec<u8> {
