@@ -408,3 +408,85 @@ fn plugins_survive_a_restart_without_recompiling() {
     server_still_serves(&server);
     assert_eq!(server.stop(), 0);
 }
+
+fn answering(value: i64) -> Vec<u8> {
+    let response = abi::CallResponse {
+        result: Some(abi::call_response::Result::Scalar(abi::ScalarResult {
+            values: vec![abi::Value {
+                kind: Some(abi::value::Kind::Int(value)),
+            }],
+        })),
+    }
+    .encode_to_vec();
+    module("", 1, &manifest(1), &respond(response.len()), &response)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacing_a_plugin_does_not_change_a_running_query() {
+    use std::sync::Arc;
+
+    use ebb_host::store::MemoryStore;
+    use ebb_host::{Durability, Node, NodeConfig, PutOptions, QueryBudgets, QueryRequest};
+
+    // Pages of one record, so the query calls the plugin once per row, and
+    // a one-slot channel, so the query is still running between rows.
+    let config = NodeConfig::new("unused")
+        .fragments(1)
+        .query_budgets(QueryBudgets {
+            page_visit_budget: 1,
+            ..QueryBudgets::default()
+        });
+    let store = Arc::new(MemoryStore::new());
+    let node = Node::open_with_store(config, store.clone()).await.unwrap();
+    let t = node.table("t").unwrap();
+    for i in 0..50 {
+        t.put(
+            &format!("k{i:02}"),
+            "v",
+            PutOptions::default().durability(Durability::Memory),
+        )
+        .await
+        .unwrap();
+    }
+    node.plugins()
+        .install(&*store, "p", &answering(42))
+        .unwrap();
+
+    let (columns, _) = tokio::sync::oneshot::channel();
+    let (rows_tx, mut rows) = tokio::sync::mpsc::channel(1);
+    let query = QueryRequest {
+        sql: Some("SELECT p.f(key) FROM t".into()),
+        ..Default::default()
+    };
+    let running = {
+        let node = node.clone();
+        tokio::spawn(async move { ebb_host::exec::stream(&node, query, columns, rows_tx).await })
+    };
+    let first = rows.recv().await.unwrap();
+    node.plugins().install(&*store, "p", &answering(7)).unwrap();
+    let mut answers = vec![first];
+    while let Some(row) = rows.recv().await {
+        answers.push(row);
+    }
+    running.await.unwrap().unwrap();
+    assert_eq!(answers.len(), 50);
+    assert!(
+        answers
+            .iter()
+            .all(|row| row[0] == ebb_query::Value::Int(42)),
+        "the running query kept the version it was planned with"
+    );
+    let after = node
+        .query(QueryRequest {
+            sql: Some("SELECT p.f(key) FROM t LIMIT 1".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        after.rows[0][0],
+        ebb_query::Value::Int(7),
+        "new queries use the new version"
+    );
+    node.shutdown().await.unwrap();
+}
