@@ -43,6 +43,9 @@ pub enum Error {
         /// The fragment whose worker died.
         fragment: u32,
     },
+    /// A plugin could not be installed (invalid module, limit, storage).
+    #[error("{0}")]
+    Plugin(String),
     /// The write is applied (visible to reads) but the store failed before
     /// it became durable. It stays buffered and is retried; health shows the
     /// store error.

@@ -99,6 +99,9 @@ impl From<Error> for ApiError {
             Error::ShuttingDown => ApiError::unavailable("shutting_down", message),
             Error::Interrupted { .. } => ApiError::unavailable("interrupted", message),
             Error::NotDurable { .. } => ApiError::unavailable("not_durable", message),
+            Error::Plugin(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_invalid", message)
+            }
         }
     }
 }

@@ -273,6 +273,20 @@ impl Node {
             .ok_or(crate::Error::ShuttingDown)
     }
 
+    /// Validate, compile and store `bytes` as the next version of plugin
+    /// `name`. Blocking (compilation): call it from a blocking thread.
+    pub fn install_plugin(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<crate::plugin::PluginVersion>, crate::Error> {
+        let store = self.store()?;
+        self.inner
+            .plugins
+            .install(&*store, name, bytes)
+            .map_err(|e| crate::Error::Plugin(e.to_string()))
+    }
+
     /// The installed plugins.
     pub fn plugins(&self) -> &Arc<PluginRegistry> {
         &self.inner.plugins
