@@ -7,11 +7,12 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+mod common;
+
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use ebb_host::store::MemoryStore;
-use ebb_host::{BatchOp, Durability, Expiry, Node, NodeConfig, QueryRequest};
+use ebb_host::{Node, NodeConfig, QueryRequest};
 use ebb_proto::plugin::v1 as abi;
 
 const RUNS: usize = 5;
@@ -35,11 +36,6 @@ fn row(i: usize) -> (String, String) {
             i % 5000
         ),
     )
-}
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -125,7 +121,7 @@ fn main() {
                 started.elapsed()
             })
             .collect();
-        let m = median(times);
+        let m = common::median(times);
         println!(
             "  batch of {batch:>3} rows: {:>7.1} µs per call, {:>6.3} µs per row",
             m.as_secs_f64() * 1e6,
@@ -134,43 +130,8 @@ fn main() {
     }
 
     eprintln!("loading {rows} JSON rows into ebb and SQLite...");
-    let table = node.table("t").unwrap();
-    runtime.block_on(async {
-        for start in (0..rows).step_by(10_000) {
-            let ops = (start..(start + 10_000).min(rows))
-                .map(|i| {
-                    let (key, value) = row(i);
-                    BatchOp::Put {
-                        key,
-                        value: Bytes::from(value),
-                        expiry: Expiry::Never,
-                    }
-                })
-                .collect();
-            for outcome in table.batch(ops, Durability::Memory).await {
-                outcome.unwrap();
-            }
-        }
-    });
-    let sqlite = rusqlite::Connection::open(dir.path().join("sqlite.db")).unwrap();
-    sqlite
-        .execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -1048576;
-             CREATE TABLE t (key TEXT PRIMARY KEY, value TEXT);",
-        )
-        .unwrap();
-    {
-        let tx = sqlite.unchecked_transaction().unwrap();
-        let mut insert = tx
-            .prepare("INSERT INTO t (key, value) VALUES (?, ?)")
-            .unwrap();
-        for i in 0..rows {
-            let (key, value) = row(i);
-            insert.execute(rusqlite::params![key, value]).unwrap();
-        }
-        drop(insert);
-        tx.commit().unwrap();
-    }
+    runtime.block_on(common::load_ebb(&node, rows, row));
+    let sqlite = common::load_sqlite(dir.path(), rows, row, common::SqliteValue::Text);
     let p95_offset = rows * 95 / 100;
     let queries = [
         (
@@ -218,8 +179,8 @@ fn main() {
         };
         run_ebb();
         run_sqlite();
-        let ebb = median((0..RUNS).map(|_| run_ebb()).collect());
-        let lite = median((0..RUNS).map(|_| run_sqlite()).collect());
+        let ebb = common::median((0..RUNS).map(|_| run_ebb()).collect());
+        let lite = common::median((0..RUNS).map(|_| run_sqlite()).collect());
         println!(
             "{:<28} {:>10.1} {:>10.1} {:>12.2}",
             name,

@@ -5,10 +5,11 @@
 //!
 //! Run with `make bench-sql` (`ROWS=...` to change the row count).
 
+mod common;
+
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use ebb_host::{BatchOp, Durability, Expiry, Node, NodeConfig, QueryRequest};
+use ebb_host::{Node, NodeConfig, QueryRequest};
 
 const RUNS: usize = 5;
 
@@ -21,11 +22,6 @@ fn row(i: usize) -> (String, String) {
         i % 1000
     );
     (key, value)
-}
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
 }
 
 fn main() {
@@ -52,46 +48,9 @@ fn main() {
         config.query.page_visit_budget = page;
     }
     let node = runtime.block_on(Node::open(config)).unwrap();
-    let table = node.table("t").unwrap();
-    runtime.block_on(async {
-        for start in (0..rows).step_by(10_000) {
-            let ops = (start..(start + 10_000).min(rows))
-                .map(|i| {
-                    let (key, value) = row(i);
-                    BatchOp::Put {
-                        key,
-                        value: Bytes::from(value),
-                        expiry: Expiry::Never,
-                    }
-                })
-                .collect();
-            for outcome in table.batch(ops, Durability::Memory).await {
-                outcome.unwrap();
-            }
-        }
-    });
+    runtime.block_on(common::load_ebb(&node, rows, row));
 
-    let sqlite = rusqlite::Connection::open(dir.path().join("sqlite.db")).unwrap();
-    sqlite
-        .execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -1048576;
-             PRAGMA case_sensitive_like = ON; CREATE TABLE t (key TEXT PRIMARY KEY, value BLOB);",
-        )
-        .unwrap();
-    {
-        let tx = sqlite.unchecked_transaction().unwrap();
-        let mut insert = tx
-            .prepare("INSERT INTO t (key, value) VALUES (?, ?)")
-            .unwrap();
-        for i in 0..rows {
-            let (key, value) = row(i);
-            insert
-                .execute(rusqlite::params![key, value.into_bytes()])
-                .unwrap();
-        }
-        drop(insert);
-        tx.commit().unwrap();
-    }
+    let sqlite = common::load_sqlite(dir.path(), rows, row, common::SqliteValue::Blob);
 
     let queries = [
         ("full-scan count", "SELECT count(*) FROM t"),
@@ -149,8 +108,8 @@ fn main() {
         let (_, ebb_rows, scanned) = run_ebb();
         let (_, sqlite_rows) = run_sqlite();
         assert_eq!(ebb_rows, sqlite_rows, "{name}: result sizes differ");
-        let ebb = median((0..RUNS).map(|_| run_ebb().0).collect());
-        let lite = median((0..RUNS).map(|_| run_sqlite().0).collect());
+        let ebb = common::median((0..RUNS).map(|_| run_ebb().0).collect());
+        let lite = common::median((0..RUNS).map(|_| run_sqlite().0).collect());
         let per_second = |d: Duration| scanned as f64 / d.as_secs_f64();
         println!(
             "{:<30} {:>10.2} {:>14.0} {:>10.2} {:>14.0} {:>12.2}",

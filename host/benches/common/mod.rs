@@ -1,0 +1,79 @@
+//! Data loading and timing shared by the SQLite comparison benches.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ebb_host::{BatchOp, Durability, Expiry, Node};
+
+/// How SQLite stores the `value` column.
+pub enum SqliteValue {
+    /// `BLOB` (as ebb's bytes).
+    Blob,
+    /// `TEXT` (what `json_extract` reads).
+    Text,
+}
+
+/// Write rows `0..rows` of `row` into table `t` of `node`, 10 000 per batch.
+pub async fn load_ebb(node: &Node, rows: usize, row: fn(usize) -> (String, String)) {
+    let table = node.table("t").unwrap();
+    for start in (0..rows).step_by(10_000) {
+        let ops = (start..(start + 10_000).min(rows))
+            .map(|i| {
+                let (key, value) = row(i);
+                BatchOp::Put {
+                    key,
+                    value: Bytes::from(value),
+                    expiry: Expiry::Never,
+                }
+            })
+            .collect();
+        for outcome in table.batch(ops, Durability::Memory).await {
+            outcome.unwrap();
+        }
+    }
+}
+
+/// A SQLite file database in `dir` holding the same rows in `t(key, value)`,
+/// with a 1 GiB cache, WAL and case-sensitive LIKE.
+pub fn load_sqlite(
+    dir: &Path,
+    rows: usize,
+    row: fn(usize) -> (String, String),
+    value: SqliteValue,
+) -> rusqlite::Connection {
+    let sqlite = rusqlite::Connection::open(dir.join("sqlite.db")).unwrap();
+    let value_type = match value {
+        SqliteValue::Blob => "BLOB",
+        SqliteValue::Text => "TEXT",
+    };
+    sqlite
+        .execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -1048576;
+             PRAGMA case_sensitive_like = ON; CREATE TABLE t (key TEXT PRIMARY KEY, value {value_type});"
+        ))
+        .unwrap();
+    let tx = sqlite.unchecked_transaction().unwrap();
+    {
+        let mut insert = tx
+            .prepare("INSERT INTO t (key, value) VALUES (?, ?)")
+            .unwrap();
+        for i in 0..rows {
+            let (key, text) = row(i);
+            match value {
+                SqliteValue::Blob => insert.execute(rusqlite::params![key, text.into_bytes()]),
+                SqliteValue::Text => insert.execute(rusqlite::params![key, text]),
+            }
+            .unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    sqlite
+}
+
+/// The median of `times`.
+pub fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
