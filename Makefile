@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run example test bench bench-sql bench-plugins bench-http build plugins lint fmt prereqs clean-data
+.PHONY: run example test bench bench-sql bench-plugins bench-expiry bench-http build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -17,9 +17,16 @@ prereqs:
 build: prereqs
 	$(CARGO) build $(PROFILE) --workspace --bins --examples
 
-# The bundled example plugins, compiled to wasm32 (tests upload them).
+WASM_DIR := $(TARGET_DIR)/wasm32-unknown-unknown/release
+BUNDLED_DIR := $(TARGET_DIR)/bundled-plugins
+
+# The bundled example plugins and the test plugin, compiled to wasm32 (tests
+# upload them). The bundled ones are also copied to $(BUNDLED_DIR), the
+# directory `make run` installs from.
 plugins: prereqs
-	$(CARGO) build $(PROFILE) --target wasm32-unknown-unknown -p ebb-plugin-json -p ebb-plugin-stats -p ebb-plugin-archive
+	$(CARGO) build $(PROFILE) --target wasm32-unknown-unknown -p ebb-plugin-json -p ebb-plugin-stats -p ebb-plugin-archive -p ebb-test-flaky
+	@mkdir -p $(BUNDLED_DIR)
+	@cp $(WASM_DIR)/ebb_plugin_json.wasm $(WASM_DIR)/ebb_plugin_stats.wasm $(WASM_DIR)/ebb_plugin_archive.wasm $(BUNDLED_DIR)/
 
 # Binaries and examples are built together so dependency features match the
 # test build exactly and neither target rebuilds the other's dependencies.
@@ -27,7 +34,7 @@ run: prereqs plugins
 	$(CARGO) build $(PROFILE) --workspace --bins --examples
 	@./scripts/hints.sh
 	$(TARGET_DIR)/release/ebb serve --data-dir ebb-data \
-		--plugin-dir $(TARGET_DIR)/wasm32-unknown-unknown/release --demo
+		--plugin-dir $(BUNDLED_DIR) --demo
 
 example: prereqs
 	$(CARGO) run $(PROFILE) -p ebb-host --example embedded
@@ -44,6 +51,9 @@ bench-sql: prereqs
 
 bench-plugins: prereqs plugins
 	$(CARGO) bench -p ebb-host --bench plugins
+
+bench-expiry: prereqs plugins
+	$(CARGO) bench -p ebb-host --bench expiry
 
 bench-http: prereqs
 	./scripts/bench-http.sh

@@ -5,6 +5,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ebb/record/v1/record.proto",
         "proto/ebb/query/v1/query.proto",
         "proto/ebb/plugin/v1/plugin.proto",
+        "proto/ebb/expiry/v1/expiry.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

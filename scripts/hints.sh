@@ -21,6 +21,11 @@ ebb is starting on http://127.0.0.1:7070 with data in ./ebb-data. In another ter
   ebb sql "SELECT json.get(value, '\$.path') AS path, stats.p95(json.get_float(value, '\$.ms')) AS p95 FROM requests GROUP BY path"
   ebb plugin ls
 
+  Expiries of table `sessions` run the archive plugin (an expiry handler):
+
+  ebb put sessions s9 alice --ttl 2s; sleep 3; ebb get sessions_archive s9
+  ebb expiry status sessions
+
 Ctrl-C stops the server cleanly.
 
 HINTS

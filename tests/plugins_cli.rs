@@ -3,17 +3,9 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
-use common::{Server, ebb_bin};
-
-fn wasm(name: &str) -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join(format!("wasm32-unknown-unknown/release/{name}.wasm"))
-}
+use common::{Server, ebb_bin, wasm};
 
 fn ebb(url: &str, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(ebb_bin())

@@ -18,6 +18,7 @@
 pub mod cli;
 pub mod error;
 pub mod exec;
+pub mod expiry;
 pub mod fragment;
 pub mod http;
 pub mod metrics;
@@ -30,6 +31,7 @@ pub mod table;
 
 pub use error::{Error, OpenError, ShutdownError};
 pub use exec::{Consistency, QueryBudgets, QueryError, QueryOutput, QueryRequest, QueryStats};
+pub use expiry::{BindRequest, Binding, ExpiryConfig, ExpiryError};
 pub use node::config::NodeConfig;
 pub use node::{BootStats, Node, NodeHealth, TableInfo};
 pub use record::{Record, RecordKind, Version};

@@ -11,19 +11,36 @@ pub const LATENCY_BUCKETS: [f64; 14] = [
     5.0,
 ];
 
-/// A fixed-bucket latency histogram; recording is two atomic adds.
-#[derive(Debug, Default)]
+/// A fixed-bucket latency histogram; recording is three atomic adds.
+#[derive(Debug)]
 pub struct Histogram {
-    buckets: [AtomicU64; LATENCY_BUCKETS.len()],
+    bounds: &'static [f64],
+    buckets: Box<[AtomicU64]>,
     count: AtomicU64,
     sum_micros: AtomicU64,
 }
 
+impl Default for Histogram {
+    fn default() -> Self {
+        Self::with_bounds(&LATENCY_BUCKETS)
+    }
+}
+
 impl Histogram {
+    /// A histogram with these bucket upper bounds in seconds (ascending).
+    pub fn with_bounds(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
     /// Record one observation.
     pub fn observe(&self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
-        if let Some(bucket) = LATENCY_BUCKETS.iter().position(|bound| seconds <= *bound) {
+        if let Some(bucket) = self.bounds.iter().position(|bound| seconds <= *bound) {
             self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
@@ -34,6 +51,25 @@ impl Histogram {
     /// Observations recorded so far.
     pub fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)
+    }
+
+    /// The upper bound (seconds) of the bucket holding quantile `q` (0..=1):
+    /// an over-estimate by at most one bucket. `None` before any
+    /// observation; infinity when the quantile is past the last bound.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let count = self.count();
+        if count == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * count as f64).ceil() as u64).max(1);
+        let mut cumulative = 0;
+        for (bound, bucket) in self.bounds.iter().zip(self.buckets.iter()) {
+            cumulative += bucket.load(Ordering::Relaxed);
+            if cumulative >= rank {
+                return Some(*bound);
+            }
+        }
+        Some(f64::INFINITY)
     }
 }
 
@@ -81,7 +117,7 @@ impl PromWriter {
     /// All samples of a histogram (cumulative buckets, sum, count).
     pub fn histogram(&mut self, name: &str, pairs: &[(&str, &str)], histogram: &Histogram) {
         let mut cumulative = 0;
-        for (bound, bucket) in LATENCY_BUCKETS.iter().zip(&histogram.buckets) {
+        for (bound, bucket) in histogram.bounds.iter().zip(histogram.buckets.iter()) {
             cumulative += bucket.load(Ordering::Relaxed);
             let le = bound.to_string();
             let mut with_le = pairs.to_vec();
@@ -134,5 +170,20 @@ mod tests {
             text.contains(r#"lat_seconds_count{route="/a\"b"} 3"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn quantiles_are_bucket_upper_bounds() {
+        static BOUNDS: [f64; 3] = [0.01, 0.1, 1.0];
+        let histogram = Histogram::with_bounds(&BOUNDS);
+        assert_eq!(histogram.quantile(0.5), None);
+        for _ in 0..98 {
+            histogram.observe(Duration::from_millis(5));
+        }
+        histogram.observe(Duration::from_millis(50));
+        histogram.observe(Duration::from_secs(3));
+        assert_eq!(histogram.quantile(0.5), Some(0.01));
+        assert_eq!(histogram.quantile(0.99), Some(0.1));
+        assert_eq!(histogram.quantile(1.0), Some(f64::INFINITY));
     }
 }

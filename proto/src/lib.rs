@@ -2,8 +2,9 @@
 //!
 //! `record::v1` is the persisted record envelope (its field numbers are part
 //! of the on-disk format); `query::v1` is the SQL page protocol and the
-//! cursor format; `plugin::v1` is the WASM plugin ABI. Field numbers never
-//! change meaning.
+//! cursor format; `plugin::v1` is the WASM plugin ABI; `expiry::v1` is an
+//! expiry event at rest (outbox and dead letters). Field numbers never change
+//! meaning.
 
 /// The persisted record envelope (`ebb.record.v1`).
 pub mod record {
@@ -26,6 +27,14 @@ pub mod plugin {
     /// Version 1 of the plugin ABI.
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/ebb.plugin.v1.rs"));
+    }
+}
+
+/// Expiry events at rest (`ebb.expiry.v1`).
+pub mod expiry {
+    /// Version 1 of the stored expiry event.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/ebb.expiry.v1.rs"));
     }
 }
 

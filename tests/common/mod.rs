@@ -11,6 +11,23 @@ pub fn ebb_bin() -> &'static str {
     env!("CARGO_BIN_EXE_ebb")
 }
 
+/// Path of a wasm module built by `make plugins` (`ebb_plugin_json`, ...).
+pub fn wasm(name: &str) -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join(format!("wasm32-unknown-unknown/release/{name}.wasm"))
+}
+
+/// Wait until `check` holds, polling every 20 ms; panics with `what` after `timeout`.
+pub fn wait_until(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A running server; killed (SIGKILL) on drop unless stopped.
 pub struct Server {
     child: Option<Child>,

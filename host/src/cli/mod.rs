@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod duration;
+pub mod expiry;
 pub mod import;
 pub mod plugin;
 pub mod serve;
@@ -103,6 +104,9 @@ pub enum Command {
     /// Build, upload, list, show, remove plugins; call one locally.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Bind, unbind and inspect expiry handlers; list and redrive dead letters.
+    #[command(subcommand)]
+    Expiry(expiry::ExpiryCommand),
     /// Run a SQL query; without one, read queries from stdin (a prompt on a terminal).
     Sql {
         /// The query.
@@ -303,6 +307,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             sql::run(client, format, query.as_deref(), &options)
         }
         Command::Plugin(command) => plugin::run(client, format, command),
+        Command::Expiry(command) => expiry::run(client, format, command),
         Command::Tables => {
             let json = client.send("GET", "/v1/tables", None)?.json()?;
             match format {

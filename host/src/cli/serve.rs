@@ -103,12 +103,9 @@ async fn install_plugin_dir(node: &Node, dir: &std::path::Path) {
         {
             continue;
         }
-        let (registry, store) = match node.store() {
-            Ok(store) => (node.plugins().clone(), store),
-            Err(_) => return,
-        };
+        let installer = node.clone();
         let installed =
-            tokio::task::spawn_blocking(move || registry.install(&*store, &name, &bytes)).await;
+            tokio::task::spawn_blocking(move || installer.install_plugin(&name, &bytes)).await;
         match installed {
             Ok(Ok(version)) => println!(
                 "plugin {} version {} installed from {}",
@@ -148,6 +145,29 @@ async fn load_demo(node: &Node) -> Result<usize, crate::Error> {
         outcome?;
     }
     Ok(count)
+}
+
+/// With `--demo`: expiries of `sessions` run `archive.copy` (into
+/// `sessions_archive`), unless `sessions` is bound already or the archive
+/// plugin is not installed.
+async fn bind_demo_archive(node: &Node) {
+    let Ok(table) = crate::names::TableName::new("sessions") else {
+        return;
+    };
+    if node.plugins().get("archive").is_none()
+        || node.expiry_bindings().iter().any(|(t, _)| *t == table)
+    {
+        return;
+    }
+    let request = crate::BindRequest {
+        plugin: "archive".into(),
+        function: "copy".into(),
+        ..crate::BindRequest::default()
+    };
+    match node.bind_expiry("sessions", request).await {
+        Ok(_) => println!("demo: expiries of table sessions are copied into sessions_archive"),
+        Err(error) => eprintln!("warning: demo expiry handler not bound: {error}"),
+    }
 }
 
 async fn signal() {
@@ -196,6 +216,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             Ok(n) => println!("demo: loaded {n} records into table requests"),
             Err(error) => eprintln!("warning: demo data not loaded: {error}"),
         }
+        bind_demo_archive(&node).await;
     }
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(listener) => listener,

@@ -23,12 +23,15 @@ pub struct ExpiryPage {
 impl FragmentState {
     /// Convert up to one page of records due at `now_ms`. Each conversion
     /// keeps the record's version, advances the partition revision and is
-    /// enqueued for the store like any write. Stops early, leaving the rest
-    /// due, when the write buffer is full: expired records stay invisible to
-    /// readers meanwhile, so nothing is lost by waiting.
+    /// enqueued for the store like any write; in a table with an expiry
+    /// handler, together with its outbox event. Stops early, leaving the
+    /// rest due, when the write buffer is full: expired records stay
+    /// invisible to readers meanwhile, so nothing is lost by waiting.
     pub fn expire_page(&self, now_ms: u64) -> ExpiryPage {
         let mut page = ExpiryPage::default();
+        let outbox = self.persistence().outbox().clone();
         for (table, partition) in self.partitions() {
+            let bound = outbox.is_bound(&table);
             let mut partition = partition.write();
             let due = partition.due(now_ms, PAGE_RECORDS - page.converted + 1);
             for (deadline, key) in due {
@@ -42,11 +45,18 @@ impl FragmentState {
                 debug_assert_eq!(current.deadline(), Some(deadline));
                 let tombstone = current.to_expiry_tombstone();
                 let released = current.value.len();
-                if self.persistence().check_room(key.len() + 64).is_err() {
+                let room = key.len() + 64 + if bound { 128 + released } else { 0 };
+                if self.persistence().check_room(room).is_err() {
                     page.more = true;
                     return page;
                 }
-                self.persistence().enqueue(&table, &key, &tombstone);
+                if bound {
+                    let event = outbox.event(self.id(), &table, &key, current, now_ms);
+                    self.persistence()
+                        .enqueue_expiry(&table, &key, &tombstone, event);
+                } else {
+                    self.persistence().enqueue(&table, &key, &tombstone);
+                }
                 partition.apply(key, tombstone);
                 page.converted += 1;
                 page.bytes += released;
@@ -90,7 +100,13 @@ mod tests {
         FragmentState::new(
             0,
             HashMap::new(),
-            Arc::new(Persistence::new(0, committer, 100_000, 1 << 30)),
+            Arc::new(Persistence::new(
+                0,
+                committer,
+                100_000,
+                1 << 30,
+                Arc::new(crate::expiry::Outbox::new()),
+            )),
             Arc::new(HybridClock::new(Arc::from("n"), 0, 0)),
         )
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use crate::expiry::{Outbox, PendingEvent};
 use crate::metrics::Histogram;
 use crate::names::TableName;
 use crate::record::Record;
@@ -33,9 +34,12 @@ struct Buffer {
     /// Newest winning record per key, not yet handed to the store.
     pending: HashMap<BufferKey, Record>,
     pending_bytes: usize,
+    /// Expiry events, written in the same store write as their tombstones.
+    events: Vec<PendingEvent>,
     /// The batch being written; kept until the write succeeds so that a
     /// failed or abandoned write can be retried.
     in_flight: Option<HashMap<BufferKey, Record>>,
+    in_flight_events: Vec<PendingEvent>,
     in_flight_bytes: usize,
     /// Sequence number of the latest enqueued record.
     enqueued_seq: u64,
@@ -53,6 +57,15 @@ impl Buffer {
                     slot.insert(record);
                 }
             }
+            // Events keep their order: the older ones go first.
+            let newer = std::mem::take(&mut self.events);
+            self.pending_bytes += self
+                .in_flight_events
+                .iter()
+                .map(PendingEvent::weight)
+                .sum::<usize>();
+            self.events = std::mem::take(&mut self.in_flight_events);
+            self.events.extend(newer);
             self.in_flight_bytes = 0;
         }
     }
@@ -90,6 +103,7 @@ pub struct FlushStats {
 pub struct Persistence {
     fragment: FragmentId,
     committer: Arc<Committer>,
+    outbox: Arc<Outbox>,
     buffer: parking_lot::Mutex<Buffer>,
     /// One flush at a time: keeps batches in order.
     ordering: tokio::sync::Mutex<()>,
@@ -105,17 +119,20 @@ pub struct Persistence {
 
 impl Persistence {
     /// A buffer for `fragment` that flushes through `committer`, starts a
-    /// background flush once `flush_records` records are pending, and
-    /// refuses writes past `limit_bytes` of backlog.
+    /// background flush once `flush_records` records are pending, refuses
+    /// writes past `limit_bytes` of backlog, and hands expiry events to
+    /// `outbox` once they are durable.
     pub fn new(
         fragment: FragmentId,
         committer: Arc<Committer>,
         flush_records: usize,
         limit_bytes: usize,
+        outbox: Arc<Outbox>,
     ) -> Self {
         Self {
             fragment,
             committer,
+            outbox,
             buffer: parking_lot::Mutex::new(Buffer::default()),
             ordering: tokio::sync::Mutex::new(()),
             durable_seq: AtomicU64::new(0),
@@ -168,6 +185,28 @@ impl Persistence {
         )
     }
 
+    /// The node's expiry outbox.
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.outbox
+    }
+
+    /// Enqueue an expiry tombstone together with its outbox event: both
+    /// reach the store in the same write. Call under the partition lock.
+    pub fn enqueue_expiry(
+        &self,
+        table: &TableName,
+        key: &Arc<str>,
+        tombstone: &Record,
+        event: PendingEvent,
+    ) -> (u64, bool) {
+        {
+            let mut buffer = self.buffer.lock();
+            buffer.pending_bytes += event.weight();
+            buffer.events.push(event);
+        }
+        self.enqueue(table, key, tombstone)
+    }
+
     /// Wait until every record enqueued up to `seq` is in the store's log
     /// (and fsynced with `sync`). Runs the flush on its own task so that a
     /// caller that gives up cannot leave a batch half-handled.
@@ -215,6 +254,7 @@ impl Persistence {
             buffer.restore_in_flight();
             let pending = std::mem::take(&mut buffer.pending);
             buffer.in_flight_bytes = std::mem::take(&mut buffer.pending_bytes);
+            let events = std::mem::take(&mut buffer.events);
             let batch = StoreBatch {
                 records: pending
                     .iter()
@@ -225,8 +265,10 @@ impl Persistence {
                         record: record.clone(),
                     })
                     .collect(),
+                outbox: events.iter().map(|e| (e.key.clone(), e.encode())).collect(),
             };
             buffer.in_flight = Some(pending);
+            buffer.in_flight_events = events;
             (batch, buffer.enqueued_seq)
         };
         let started = Instant::now();
@@ -235,6 +277,8 @@ impl Persistence {
         match outcome {
             Ok(()) => {
                 buffer.in_flight = None;
+                self.outbox
+                    .deliver(std::mem::take(&mut buffer.in_flight_events));
                 buffer.in_flight_bytes = 0;
                 buffer.last_error = None;
                 self.durable_seq.fetch_max(batch_seq, Ordering::AcqRel);
@@ -261,7 +305,7 @@ impl Persistence {
     /// Whether anything waits to be flushed.
     pub fn has_backlog(&self) -> bool {
         let buffer = self.buffer.lock();
-        !buffer.pending.is_empty() || buffer.in_flight.is_some()
+        !buffer.pending.is_empty() || !buffer.events.is_empty() || buffer.in_flight.is_some()
     }
 
     /// Durations of successful flushes (store write included).
@@ -306,7 +350,16 @@ mod tests {
     fn setup(limit: usize) -> (Arc<MemoryStore>, Arc<Persistence>) {
         let store = Arc::new(MemoryStore::new());
         let committer = Arc::new(Committer::start(store.clone()).unwrap());
-        (store, Arc::new(Persistence::new(0, committer, 1000, limit)))
+        (
+            store,
+            Arc::new(Persistence::new(
+                0,
+                committer,
+                1000,
+                limit,
+                Arc::new(Outbox::new()),
+            )),
+        )
     }
 
     fn loaded(store: &MemoryStore) -> HashMap<String, Record> {
@@ -381,5 +434,46 @@ mod tests {
         }
         assert_eq!(loaded(&store).len(), 200);
         assert!(persistence.stats().flushes <= 200);
+    }
+
+    #[tokio::test]
+    async fn an_expiry_tombstone_and_its_event_are_written_together_then_delivered() {
+        let store = Arc::new(MemoryStore::new());
+        let committer = Arc::new(Committer::start(store.clone()).unwrap());
+        let outbox = Arc::new(Outbox::new());
+        let mut delivered = outbox.take_receiver().unwrap();
+        let persistence = Arc::new(Persistence::new(0, committer, 1000, 1 << 20, outbox));
+        let table = TableName::new("t").unwrap();
+        let key: Arc<str> = Arc::from("k");
+        let live = Record::live(record(1, "v").version, Bytes::from("v"), Some(5));
+        let event = PendingEvent::new(0, 1, &table, &key, &live, 6);
+        persistence.enqueue_expiry(&table, &key, &live.to_expiry_tombstone(), event);
+        let outbox_entries = |store: &MemoryStore| {
+            let mut n = 0;
+            store
+                .scan_family(crate::store::Family::ExpiryOutbox, &[], &mut |_, _| {
+                    n += 1;
+                    Ok(())
+                })
+                .unwrap();
+            n
+        };
+        store.set_failing(true);
+        assert!(persistence.flush().await.is_err());
+        assert_eq!((store.record_count(), outbox_entries(&store)), (0, 0));
+        assert!(
+            delivered.try_recv().is_err(),
+            "not delivered before durable"
+        );
+        store.set_failing(false);
+        persistence.flush().await.unwrap();
+        assert_eq!((store.record_count(), outbox_entries(&store)), (1, 1));
+        match delivered.try_recv() {
+            Ok(crate::expiry::dispatcher::Command::Events(events)) => {
+                assert_eq!(events.len(), 1)
+            }
+            _ => panic!("the durable event goes to the dispatcher"),
+        }
+        assert!(!persistence.has_backlog());
     }
 }

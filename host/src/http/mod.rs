@@ -4,6 +4,7 @@ pub mod auth;
 pub mod batch;
 pub mod body;
 pub mod error;
+pub mod expiry;
 pub mod kv;
 pub mod observe;
 pub mod plugins;
@@ -76,6 +77,18 @@ pub fn router(state: AppState) -> Router {
             put(kv::put_key).get(kv::get_key).delete(kv::delete_key),
         )
         .route("/v1/tables/{table}/batch", post(batch::batch))
+        .route(
+            "/v1/tables/{table}/expiry-handler",
+            put(expiry::bind).get(expiry::status).delete(expiry::unbind),
+        )
+        .route(
+            "/v1/tables/{table}/expiry/dead-letters",
+            get(expiry::dead_letters),
+        )
+        .route(
+            "/v1/tables/{table}/expiry/dead-letters/redrive",
+            post(expiry::redrive),
+        )
         .route("/v1/tables", get(kv::list_tables))
         .route("/v1/sql", post(sql::sql))
         .route("/v1/plugins", get(plugins::list_plugins))

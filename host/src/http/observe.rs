@@ -307,6 +307,7 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
             &m.duration,
         );
     }
+    expiry_metrics(&app, &mut out).await;
     out.family("ebb_table_live_records", "gauge", "Live records per table.");
     for table in app.node.tables() {
         out.sample(
@@ -321,4 +322,91 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     response
+}
+
+/// Picks one counter of a table's expiry statistics.
+type StatField = fn(&crate::expiry::TableStats) -> &std::sync::atomic::AtomicU64;
+
+/// Expiry-handler metrics per table: outbox depth, lag, handled, failures,
+/// dead letters.
+async fn expiry_metrics(app: &AppState, out: &mut PromWriter) {
+    let load =
+        |m: &std::sync::atomic::AtomicU64| m.load(std::sync::atomic::Ordering::Relaxed) as f64;
+    let stats = app.node.expiry_stats();
+    let depths = app.node.expiry_depths().await;
+    out.family(
+        "ebb_expiry_outbox_depth",
+        "gauge",
+        "Expiry events in the outbox not yet handled.",
+    );
+    for (table, status) in &depths {
+        out.sample(
+            "ebb_expiry_outbox_depth",
+            &[("table", table.as_str())],
+            status.pending as f64,
+        );
+    }
+    out.family(
+        "ebb_expiry_oldest_pending_seconds",
+        "gauge",
+        "Time since the deadline of the oldest pending expiry event.",
+    );
+    let now = crate::node::clock::now_ms();
+    for (table, status) in &depths {
+        if let Some(deadline) = status.oldest_deadline_ms {
+            out.sample(
+                "ebb_expiry_oldest_pending_seconds",
+                &[("table", table.as_str())],
+                now.saturating_sub(deadline) as f64 / 1000.0,
+            );
+        }
+    }
+    let counters: [(&str, &str, StatField); 4] = [
+        ("ebb_expiry_handled_total", "Expiry events handled.", |s| {
+            &s.handled
+        }),
+        ("ebb_expiry_calls_total", "Expiry handler calls.", |s| {
+            &s.calls
+        }),
+        (
+            "ebb_expiry_failed_calls_total",
+            "Expiry handler calls that failed as a whole.",
+            |s| &s.failed_calls,
+        ),
+        (
+            "ebb_expiry_failed_events_total",
+            "Expiry event deliveries that failed (retried or dead-lettered).",
+            |s| &s.failed_events,
+        ),
+    ];
+    for (name, help, field) in counters {
+        out.family(name, "counter", help);
+        for (table, s) in &stats {
+            out.sample(name, &[("table", table.as_str())], load(field(s)));
+        }
+    }
+    out.family(
+        "ebb_expiry_dead_letters",
+        "gauge",
+        "Expiry events in dead letters.",
+    );
+    for (table, s) in &stats {
+        out.sample(
+            "ebb_expiry_dead_letters",
+            &[("table", table.as_str())],
+            load(&s.dead_letters),
+        );
+    }
+    out.family(
+        "ebb_expiry_lag_seconds",
+        "histogram",
+        "Expiry deadline to successful handling.",
+    );
+    for (table, s) in &stats {
+        out.histogram(
+            "ebb_expiry_lag_seconds",
+            &[("table", table.as_str())],
+            &s.lag,
+        );
+    }
 }

@@ -22,7 +22,9 @@ impl From<PluginError> for ApiError {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_invalid", message)
             }
             PluginError::NotFound(_) => ApiError::not_found(message),
-            PluginError::Limit(_) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
+            PluginError::Limit(_) | PluginError::InUse(_) => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", message)
+            }
             PluginError::Store(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_durable", message)
             }
@@ -79,8 +81,7 @@ pub async fn put_plugin(
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let name = path(target)?;
-    let registry = app.node.plugins().clone();
-    let limit = registry.runtime().limits().max_module_bytes;
+    let limit = app.node.plugins().runtime().limits().max_module_bytes;
     let bytes = read_limited(
         &headers,
         body,
@@ -89,8 +90,8 @@ pub async fn put_plugin(
         "plugin max_module_bytes",
     )
     .await?;
-    let store = app.node.store()?;
-    let version = tokio::task::spawn_blocking(move || registry.install(&*store, &name, &bytes))
+    let node = app.node.clone();
+    let version = tokio::task::spawn_blocking(move || node.install_plugin(&name, &bytes))
         .await
         .map_err(|e| ApiError::invalid_request(format!("install task failed: {e}")))??;
     Ok(Json(describe(&version)))
@@ -125,16 +126,15 @@ pub async fn get_plugin(
     Ok(Json(out))
 }
 
-/// `DELETE /v1/plugins/{name}`.
+/// `DELETE /v1/plugins/{name}`: refused with 409 while an expiry binding uses it.
 pub async fn delete_plugin(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let name = path(target)?;
-    let registry = app.node.plugins().clone();
+    let node = app.node.clone();
     let deleted = name.to_ascii_lowercase();
-    let store = app.node.store()?;
-    tokio::task::spawn_blocking(move || registry.remove(&*store, &name))
+    tokio::task::spawn_blocking(move || node.remove_plugin(&name))
         .await
         .map_err(|e| ApiError::invalid_request(format!("delete task failed: {e}")))??;
     Ok(Json(json!({ "deleted": deleted })))

@@ -1,9 +1,11 @@
 //! Boot: load every fragment's records from the store, convert records that
-//! expired while the node was down, and find the highest persisted version.
+//! expired while the node was down (with outbox events for tables that have
+//! an expiry handler), and find the highest persisted version.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::expiry::{Outbox, PendingEvent};
 use crate::fragment::partition::Partition;
 use crate::names::TableName;
 use crate::store::{FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
@@ -18,20 +20,25 @@ pub struct LoadedFragment {
     pub records: usize,
     /// Records that had expired and were converted before serving.
     pub converted: usize,
+    /// Outbox events of those conversions (bound tables), now durable.
+    pub events: Vec<PendingEvent>,
 }
 
 /// Load `fragment` and persist (with fsync) the expiry tombstones of records
 /// whose deadline passed before `now_ms`, so the node never serves a value
-/// that a crash could bring back. Blocking: run on a blocking thread.
+/// that a crash could bring back. Tables bound in `outbox` get their events
+/// in the same write. Blocking: run on a blocking thread.
 pub fn load_fragment(
     store: &dyn KvStore,
     fragment: FragmentId,
     now_ms: u64,
+    outbox: &Outbox,
 ) -> Result<LoadedFragment, StoreError> {
     let mut partitions: HashMap<TableName, Partition> = HashMap::new();
     let mut high_water = (0, 0);
     let mut records = 0;
     let mut converted = StoreBatch::default();
+    let mut events = Vec::new();
     store.load_fragment(fragment, &mut |stored| {
         let StoredRecord {
             table, key, record, ..
@@ -40,6 +47,11 @@ pub fn load_fragment(
         records += 1;
         let record = if record.is_expired_at(now_ms) {
             let tombstone = record.to_expiry_tombstone();
+            if outbox.is_bound(&table) {
+                let event = outbox.event(fragment, &table, &key, &record, now_ms);
+                converted.outbox.push((event.key.clone(), event.encode()));
+                events.push(event);
+            }
             converted.records.push(StoredRecord {
                 fragment,
                 table: table.clone(),
@@ -56,7 +68,7 @@ pub fn load_fragment(
             .apply(Arc::clone(&key), record);
         Ok(())
     })?;
-    let converted_count = converted.len();
+    let converted_count = converted.records.len();
     if !converted.is_empty() {
         store.write(&[converted], true)?;
     }
@@ -65,6 +77,7 @@ pub fn load_fragment(
         high_water,
         records,
         converted: converted_count,
+        events,
     })
 }
 
@@ -99,6 +112,7 @@ mod tests {
         store
             .write(
                 &[StoreBatch {
+                    outbox: Vec::new(),
                     records: vec![
                         stored("gone", record(10, Some(50))),
                         stored("kept", record(20, Some(500))),
@@ -107,7 +121,8 @@ mod tests {
                 false,
             )
             .unwrap();
-        let loaded = load_fragment(&store, 2, 100).unwrap();
+        let outbox = Outbox::new();
+        let loaded = load_fragment(&store, 2, 100, &outbox).unwrap();
         assert_eq!((loaded.records, loaded.converted), (2, 1));
         assert_eq!(loaded.high_water, (20, 1));
         let partition = &loaded.partitions[&table];
@@ -116,10 +131,10 @@ mod tests {
             RecordKind::ExpiryTombstone
         );
         assert_eq!(partition.get("kept").unwrap().kind, RecordKind::Live);
-        let again = load_fragment(&store, 2, 100).unwrap();
+        let again = load_fragment(&store, 2, 100, &outbox).unwrap();
         assert_eq!(again.converted, 0, "the conversion was persisted");
         assert_eq!(
-            load_fragment(&store, 3, 100).unwrap().records,
+            load_fragment(&store, 3, 100, &outbox).unwrap().records,
             0,
             "fragments load their own range only"
         );

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::exec::QueryBudgets;
+use crate::expiry::ExpiryConfig;
 use crate::fragment::pool::PoolConfig;
 use crate::plugin::PluginLimits;
 
@@ -49,6 +50,8 @@ pub struct NodeConfig {
     pub query: QueryBudgets,
     /// Plugin sandbox limits.
     pub plugins: PluginLimits,
+    /// Expiry handler pacing: retry backoff, batching, concurrency.
+    pub expiry: ExpiryConfig,
 }
 
 impl Default for NodeConfig {
@@ -75,6 +78,7 @@ impl Default for NodeConfig {
             },
             query: QueryBudgets::default(),
             plugins: PluginLimits::default(),
+            expiry: ExpiryConfig::default(),
         }
     }
 }
@@ -129,6 +133,12 @@ impl NodeConfig {
         self
     }
 
+    /// Set the expiry handler pacing.
+    pub fn expiry(mut self, expiry: ExpiryConfig) -> Self {
+        self.expiry = expiry;
+        self
+    }
+
     /// Set the backlog limit per fragment.
     pub fn max_backlog_bytes(mut self, bytes: usize) -> Self {
         self.max_backlog_bytes = bytes;
@@ -165,6 +175,14 @@ impl NodeConfig {
                     "{name} needs 1 to 64 workers and a capacity of at least 1"
                 )));
             }
+        }
+        if self.expiry.backoff_base.is_zero()
+            || self.expiry.backoff_max < self.expiry.backoff_base
+            || !(1..=256).contains(&self.expiry.concurrency)
+        {
+            return Err(ConfigError(
+                "expiry needs a backoff_base of at least 1 ms, backoff_max >= backoff_base and a concurrency of 1 to 256".into(),
+            ));
         }
         if self.max_backlog_bytes < self.max_value_bytes {
             return Err(ConfigError(

@@ -4,6 +4,7 @@
 pub mod boot;
 pub mod clock;
 pub mod config;
+mod expiry;
 pub mod gate;
 pub mod router;
 
@@ -12,6 +13,7 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 use crate::error::{OpenError, ShutdownError};
+use crate::expiry::Outbox;
 use crate::fragment::flush::Persistence;
 use crate::fragment::runtime::FragmentConfig;
 use crate::fragment::state::FragmentState;
@@ -76,6 +78,12 @@ pub(crate) struct NodeInner {
     /// Taken out (and so closed) by a completed shutdown.
     store: parking_lot::Mutex<Option<Arc<dyn KvStore>>>,
     pub(crate) plugins: Arc<PluginRegistry>,
+    /// Expiry bindings, outbox sequence and statistics.
+    pub(crate) outbox: Arc<Outbox>,
+    /// Serializes binding changes with plugin installs and removals.
+    pub(crate) bindings_lock: parking_lot::Mutex<()>,
+    /// The expiry dispatcher, until shutdown stops it.
+    dispatcher: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     committer: Arc<Committer>,
     clock: Arc<HybridClock>,
     boot: BootStats,
@@ -131,12 +139,19 @@ impl Node {
             .await
             .map_err(|e| StoreError::Engine(e.to_string()))??
         };
+        let outbox = Arc::new(Outbox::new());
+        let pending_events = {
+            let store = store.clone();
+            let outbox = outbox.clone();
+            blocking(move || expiry::load(&*store, &outbox)).await?
+        };
         let now = now_ms();
         let mut loads = Vec::new();
         for fragment in 0..meta.fragments {
             let store = store.clone();
+            let outbox = outbox.clone();
             loads.push(tokio::task::spawn_blocking(move || {
-                boot::load_fragment(&*store, fragment, now)
+                boot::load_fragment(&*store, fragment, now, &outbox)
             }));
         }
         let mut loaded = Vec::new();
@@ -159,6 +174,10 @@ impl Node {
             records: loaded.iter().map(|f| f.records).sum(),
             converted: loaded.iter().map(|f| f.converted).sum(),
         };
+        let mut pending_events = pending_events;
+        for fragment in &mut loaded {
+            pending_events.append(&mut fragment.events);
+        }
         let plugins = {
             let store = store.clone();
             let limits = config.plugins;
@@ -188,6 +207,7 @@ impl Node {
                 committer.clone(),
                 config.flush_records,
                 config.max_backlog_bytes,
+                outbox.clone(),
             ));
             let state = Arc::new(FragmentState::new(
                 id,
@@ -215,24 +235,35 @@ impl Node {
             fragments = meta.fragments,
             records = boot.records,
             converted = boot.converted,
+            expiry_events = pending_events.len(),
             node_id = %meta.node_id,
             "node open"
         );
-        Ok(Node {
+        let node = Node {
             inner: Arc::new(NodeInner {
                 router: Router::new(meta.fragments),
                 config,
                 meta,
                 fragments,
                 gate: OperationGate::default(),
-                store: parking_lot::Mutex::new(Some(store)),
+                store: parking_lot::Mutex::new(Some(store.clone())),
                 plugins: Arc::new(plugins),
+                outbox,
+                bindings_lock: parking_lot::Mutex::new(()),
+                dispatcher: parking_lot::Mutex::new(None),
                 committer,
                 clock,
                 boot,
                 closed: Mutex::new(false),
             }),
-        })
+        };
+        node.start_dispatcher(store, pending_events);
+        Ok(node)
+    }
+
+    /// A handle on a validated table.
+    pub(crate) fn table_handle(&self, name: TableName) -> Table {
+        Table::new(self.clone(), name)
     }
 
     /// A handle on table `name` (validated, lower-cased). A table exists
@@ -271,20 +302,6 @@ impl Node {
             .lock()
             .clone()
             .ok_or(crate::Error::ShuttingDown)
-    }
-
-    /// Validate, compile and store `bytes` as the next version of plugin
-    /// `name`. Blocking (compilation): call it from a blocking thread.
-    pub fn install_plugin(
-        &self,
-        name: &str,
-        bytes: &[u8],
-    ) -> Result<Arc<crate::plugin::PluginVersion>, crate::Error> {
-        let store = self.store()?;
-        self.inner
-            .plugins
-            .install(&*store, name, bytes)
-            .map_err(|e| crate::Error::Plugin(e.to_string()))
     }
 
     /// The installed plugins.
@@ -349,6 +366,7 @@ impl Node {
         if *closed {
             return Ok(());
         }
+        self.stop_dispatcher().await;
         self.inner.gate.close_and_drain().await;
         let mut quiesces = Vec::new();
         for fragment in &self.inner.fragments {

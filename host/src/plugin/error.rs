@@ -58,6 +58,9 @@ pub enum PluginError {
     /// A limit on plugins was reached.
     #[error("{0}")]
     Limit(String),
+    /// An expiry binding uses the plugin in a way the operation would break.
+    #[error("{0}")]
+    InUse(String),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),

@@ -332,6 +332,18 @@ impl PluginRegistry {
         name: &str,
         bytes: &[u8],
     ) -> Result<Arc<PluginVersion>, PluginError> {
+        self.install_checked(store, name, bytes, &|_| Ok(()))
+    }
+
+    /// [`Self::install`], refusing the module when `check` refuses its
+    /// manifest (checked after validation, before anything is stored).
+    pub fn install_checked(
+        &self,
+        store: &dyn KvStore,
+        name: &str,
+        bytes: &[u8],
+        check: &dyn Fn(&abi::Manifest) -> Result<(), PluginError>,
+    ) -> Result<Arc<PluginVersion>, PluginError> {
         let name = plugin_name(name)?;
         {
             let plugins = self.plugins.read();
@@ -343,6 +355,7 @@ impl PluginRegistry {
             }
         }
         let compiled = self.runtime.compile(&name, bytes)?;
+        check(&compiled.manifest)?;
         let artifact = compiled
             .module
             .serialize()

@@ -115,6 +115,7 @@ mod tests {
                     writer: Arc::from("w"),
                 }),
             }],
+            outbox: Vec::new(),
         }
     }
 

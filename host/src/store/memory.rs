@@ -6,18 +6,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
-use super::{EntryVisitor, Family, FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
+use super::{
+    EntryVisitor, Family, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError, StoredRecord,
+};
 
 /// An entry of a non-record family: `(family, key)`.
 type FamilyKey = (u8, Vec<u8>);
 
-/// Keeps records and meta in ordered maps. `set_failing(true)` makes every
+/// Keeps records and the other families in ordered maps (meta entries live
+/// in the `Family::Meta` map). `set_failing(true)` makes every
 /// write fail until it is turned off, to exercise retry paths.
 #[derive(Default)]
 pub struct MemoryStore {
     records: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
     families: Mutex<BTreeMap<FamilyKey, Vec<u8>>>,
-    meta: Mutex<BTreeMap<String, Vec<u8>>>,
     failing: AtomicBool,
     writes: AtomicU64,
 }
@@ -69,6 +71,7 @@ impl KvStore for MemoryStore {
             return Err(StoreError::Engine("injected write failure".into()));
         }
         let mut records = self.records.lock();
+        let mut families = self.families.lock();
         for batch in batches {
             for stored in &batch.records {
                 records.insert(
@@ -76,22 +79,29 @@ impl KvStore for MemoryStore {
                     stored.record.encode(),
                 );
             }
+            for (key, value) in &batch.outbox {
+                families.insert((Family::ExpiryOutbox as u8, key.clone()), value.clone());
+            }
         }
         self.writes.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
     fn read_meta(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.meta.lock().get(key).cloned())
+        Ok(self
+            .families
+            .lock()
+            .get(&(Family::Meta as u8, key.as_bytes().to_vec()))
+            .cloned())
     }
 
     fn write_meta(&self, entries: &[(&str, Vec<u8>)]) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Engine("injected write failure".into()));
         }
-        let mut meta = self.meta.lock();
+        let mut families = self.families.lock();
         for (key, value) in entries {
-            meta.insert(key.to_string(), value.clone());
+            families.insert((Family::Meta as u8, key.as_bytes().to_vec()), value.clone());
         }
         Ok(())
     }
@@ -100,21 +110,20 @@ impl KvStore for MemoryStore {
         Ok(())
     }
 
-    fn write_family(
-        &self,
-        family: Family,
-        puts: &[(Vec<u8>, Vec<u8>)],
-        deletes: &[Vec<u8>],
-    ) -> Result<(), StoreError> {
+    fn write_entries(&self, writes: &[FamilyWrite], _sync: bool) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Engine("injected write failure".into()));
         }
         let mut families = self.families.lock();
-        for key in deletes {
-            families.remove(&(family as u8, key.clone()));
-        }
-        for (key, value) in puts {
-            families.insert((family as u8, key.clone()), value.clone());
+        for write in writes {
+            match write {
+                FamilyWrite::Put(family, key, value) => {
+                    families.insert((*family as u8, key.clone()), value.clone());
+                }
+                FamilyWrite::Delete(family, key) => {
+                    families.remove(&(*family as u8, key.clone()));
+                }
+            }
         }
         Ok(())
     }

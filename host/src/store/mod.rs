@@ -58,17 +58,20 @@ pub struct StoredRecord {
 pub struct StoreBatch {
     /// Records to put (a later put of the same key in the batch wins).
     pub records: Vec<StoredRecord>,
+    /// Expiry outbox entries `(key, value)` written with the records, so an
+    /// expiry tombstone and its event become durable together.
+    pub outbox: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl StoreBatch {
     /// No writes.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.records.is_empty() && self.outbox.is_empty()
     }
 
     /// Number of writes.
     pub fn len(&self) -> usize {
-        self.records.len()
+        self.records.len() + self.outbox.len()
     }
 }
 
@@ -81,6 +84,17 @@ pub enum Family {
     ExpiryOutbox,
     /// Expiry events that exhausted their attempts.
     DeadLetters,
+    /// Node settings and bindings (the family `read_meta` reads).
+    Meta,
+}
+
+/// One write to a non-record family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FamilyWrite {
+    /// Put `(key, value)` into the family.
+    Put(Family, Vec<u8>, Vec<u8>),
+    /// Delete `key` from the family.
+    Delete(Family, Vec<u8>),
 }
 
 /// Visits one `(key, value)` entry of a family; an error stops the scan.
@@ -111,13 +125,28 @@ pub trait KvStore: Send + Sync + 'static {
     /// Make everything written so far durable (fsync the log).
     fn sync(&self) -> Result<(), StoreError>;
 
-    /// Put and delete entries of `family` atomically and durably (fsync).
+    /// Apply `writes` (to any families but `records`) as one atomic write,
+    /// in order. With `sync` the call returns after an fsync.
+    fn write_entries(&self, writes: &[FamilyWrite], sync: bool) -> Result<(), StoreError>;
+
+    /// Put and delete entries of `family` atomically and durably (fsync):
+    /// deletes first, then puts.
     fn write_family(
         &self,
         family: Family,
         puts: &[(Vec<u8>, Vec<u8>)],
         deletes: &[Vec<u8>],
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let writes: Vec<FamilyWrite> = deletes
+            .iter()
+            .map(|key| FamilyWrite::Delete(family, key.clone()))
+            .chain(
+                puts.iter()
+                    .map(|(key, value)| FamilyWrite::Put(family, key.clone(), value.clone())),
+            )
+            .collect();
+        self.write_entries(&writes, true)
+    }
 
     /// Visit the entries of `family` whose key starts with `prefix`, in key order.
     fn scan_family(

@@ -8,7 +8,9 @@ use rocksdb::{
 };
 
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
-use super::{EntryVisitor, Family, FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
+use super::{
+    EntryVisitor, Family, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError, StoredRecord,
+};
 
 /// Records: `(fragment, table, key) -> Record envelope`.
 pub const CF_RECORDS: &str = "records";
@@ -111,6 +113,7 @@ impl KvStore for RocksStore {
             return if sync { self.sync() } else { Ok(()) };
         }
         let records = self.family(CF_RECORDS)?;
+        let outbox = self.family(CF_EXPIRY_OUTBOX)?;
         let mut batch = WriteBatch::default();
         for part in batches {
             for stored in &part.records {
@@ -119,6 +122,9 @@ impl KvStore for RocksStore {
                     encode_record_key(stored.fragment, &stored.table, &stored.key),
                     stored.record.encode(),
                 );
+            }
+            for (key, value) in &part.outbox {
+                batch.put_cf(outbox, key, value);
             }
         }
         let mut options = WriteOptions::default();
@@ -145,22 +151,20 @@ impl KvStore for RocksStore {
         self.db.flush_wal(true).map_err(engine)
     }
 
-    fn write_family(
-        &self,
-        family: Family,
-        puts: &[(Vec<u8>, Vec<u8>)],
-        deletes: &[Vec<u8>],
-    ) -> Result<(), StoreError> {
-        let cf = self.family(family_name(family))?;
+    fn write_entries(&self, writes: &[FamilyWrite], sync: bool) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
-        for key in deletes {
-            batch.delete_cf(cf, key);
-        }
-        for (key, value) in puts {
-            batch.put_cf(cf, key, value);
+        for write in writes {
+            match write {
+                FamilyWrite::Put(family, key, value) => {
+                    batch.put_cf(self.family(family_name(*family))?, key, value)
+                }
+                FamilyWrite::Delete(family, key) => {
+                    batch.delete_cf(self.family(family_name(*family))?, key)
+                }
+            }
         }
         let mut options = WriteOptions::default();
-        options.set_sync(true);
+        options.set_sync(sync);
         self.db.write_opt(batch, &options).map_err(engine)
     }
 
@@ -190,5 +194,6 @@ fn family_name(family: Family) -> &'static str {
         Family::Plugins => CF_PLUGINS,
         Family::ExpiryOutbox => CF_EXPIRY_OUTBOX,
         Family::DeadLetters => CF_DEAD_LETTERS,
+        Family::Meta => CF_META,
     }
 }

@@ -1,0 +1,246 @@
+//! `ebb expiry`: bind, unbind and inspect a table's expiry handler, list and
+//! redrive its dead letters.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use super::Format;
+use super::client::{Client, ClientError, encode_segment};
+
+/// Expiry-handler commands.
+#[derive(Debug, Subcommand)]
+pub enum ExpiryCommand {
+    /// Run `<plugin>.<function>` for every expiry in a table.
+    Bind {
+        /// Table name.
+        table: String,
+        /// Plugin name.
+        plugin: String,
+        /// Function of the plugin (an expiry handler).
+        function: String,
+        /// Most events per handler call (1 to 4096; default 256).
+        #[arg(long)]
+        max_batch: Option<u32>,
+        /// Deliveries of an event before it moves to dead letters (1 to 1000; default 10).
+        #[arg(long)]
+        max_attempts: Option<u32>,
+    },
+    /// Stop running the handler for a table's expiries.
+    Unbind {
+        /// Table name.
+        table: String,
+        /// Also delete the events waiting in the outbox.
+        #[arg(long)]
+        discard_pending: bool,
+    },
+    /// Show the binding and delivery status of a table.
+    Status {
+        /// Table name.
+        table: String,
+    },
+    /// List a table's dead letters.
+    DeadLetters {
+        /// Table name.
+        table: String,
+        /// Most entries (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Continue after this id (printed as `next` by the previous page).
+        #[arg(long)]
+        after: Option<String>,
+    },
+    /// Move dead letters back into the outbox: all of them, or the given ids.
+    Redrive {
+        /// Table name.
+        table: String,
+        /// Event ids (hex) to redrive; none means all.
+        ids: Vec<String>,
+    },
+}
+
+fn handler_path(table: &str) -> String {
+    format!("/v1/tables/{}/expiry-handler", encode_segment(table))
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+fn or_dash(value: &Value) -> String {
+    match value {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Run one expiry command.
+pub fn run(
+    client: &Client,
+    format: Format,
+    command: ExpiryCommand,
+) -> Result<ExitCode, ClientError> {
+    let human = format == Format::Human;
+    match command {
+        ExpiryCommand::Bind {
+            table,
+            plugin,
+            function,
+            max_batch,
+            max_attempts,
+        } => {
+            let body = json!({
+                "plugin": plugin,
+                "function": function,
+                "max_batch": max_batch,
+                "max_attempts": max_attempts,
+            })
+            .to_string();
+            let json = client
+                .send(
+                    "PUT",
+                    &handler_path(&table),
+                    Some((body.as_bytes(), "application/json")),
+                )?
+                .json()?;
+            if human {
+                println!(
+                    "bound: {} expiries run {}.{} (max_batch {}, max_attempts {})",
+                    or_dash(&json["table"]),
+                    or_dash(&json["plugin"]),
+                    or_dash(&json["function"]),
+                    json["max_batch"],
+                    json["max_attempts"]
+                );
+            } else {
+                print_json(&json);
+            }
+        }
+        ExpiryCommand::Unbind {
+            table,
+            discard_pending,
+        } => {
+            let path = format!("{}?discard_pending={discard_pending}", handler_path(&table));
+            let json = client.send("DELETE", &path, None)?.json()?;
+            if human {
+                let unbound = &json["unbound"];
+                println!(
+                    "unbound: {} no longer runs {}.{}{}",
+                    or_dash(&unbound["table"]),
+                    or_dash(&unbound["plugin"]),
+                    or_dash(&unbound["function"]),
+                    if discard_pending {
+                        " (pending events discarded)"
+                    } else {
+                        " (pending events kept)"
+                    }
+                );
+            } else {
+                print_json(&json);
+            }
+        }
+        ExpiryCommand::Status { table } => {
+            let json = client.send("GET", &handler_path(&table), None)?.json()?;
+            if human {
+                let binding = &json["binding"];
+                let status = &json["status"];
+                match binding {
+                    Value::Null => println!("table {}: no handler bound", or_dash(&json["table"])),
+                    b => println!(
+                        "table {}: {}.{} (max_batch {}, max_attempts {})",
+                        or_dash(&json["table"]),
+                        or_dash(&b["plugin"]),
+                        or_dash(&b["function"]),
+                        b["max_batch"],
+                        b["max_attempts"]
+                    ),
+                }
+                println!(
+                    "  outbox      {} pending ({} in flight, {} backing off), oldest {} ms past its deadline",
+                    status["outbox_depth"],
+                    status["in_flight"],
+                    status["backing_off"],
+                    or_dash(&status["oldest_pending_age_ms"])
+                );
+                println!(
+                    "  handled     {} events in {} calls; {} calls failed, {} deliveries failed",
+                    status["handled"],
+                    status["calls"],
+                    status["failed_calls"],
+                    status["failed_events"]
+                );
+                let lag = &status["lag_ms"];
+                println!(
+                    "  lag         p50 <= {} ms, p99 <= {} ms, max {} ms",
+                    or_dash(&lag["p50"]),
+                    or_dash(&lag["p99"]),
+                    or_dash(&lag["max"])
+                );
+                println!("  dead        {} dead letters", status["dead_letters"]);
+                if let Some(error) = status["last_error"].as_str() {
+                    println!("  last error  {error}");
+                }
+            } else {
+                print_json(&json);
+            }
+        }
+        ExpiryCommand::DeadLetters {
+            table,
+            limit,
+            after,
+        } => {
+            let mut path = format!(
+                "/v1/tables/{}/expiry/dead-letters?limit={limit}",
+                encode_segment(&table)
+            );
+            if let Some(after) = after {
+                path.push_str(&format!("&after={}", encode_segment(&after)));
+            }
+            let json = client.send("GET", &path, None)?.json()?;
+            if human {
+                let items = json["dead_letters"].as_array().cloned().unwrap_or_default();
+                for item in &items {
+                    println!(
+                        "{}  key={}  attempts={}  error={}",
+                        or_dash(&item["id"]),
+                        or_dash(&item["key"]),
+                        item["attempts"],
+                        or_dash(&item["last_error"])
+                    );
+                }
+                println!("({} dead letters)", items.len());
+                if let Some(next) = json["next"].as_str() {
+                    println!("more: --after {next}");
+                }
+            } else {
+                print_json(&json);
+            }
+        }
+        ExpiryCommand::Redrive { table, ids } => {
+            let body = if ids.is_empty() {
+                json!({})
+            } else {
+                json!({ "ids": ids })
+            }
+            .to_string();
+            let path = format!(
+                "/v1/tables/{}/expiry/dead-letters/redrive",
+                encode_segment(&table)
+            );
+            let json = client
+                .send("POST", &path, Some((body.as_bytes(), "application/json")))?
+                .json()?;
+            if human {
+                println!("redriven: {} events back in the outbox", json["redriven"]);
+            } else {
+                print_json(&json);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

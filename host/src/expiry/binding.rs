@@ -1,0 +1,164 @@
+//! Expiry bindings: which handler a table's expiries go to, their limits,
+//! and how they are stored (entries `expiry-binding/<table>` of `meta`).
+
+use serde::{Deserialize, Serialize};
+
+use super::ExpiryError;
+use crate::names::TableName;
+use crate::store::{Family, FamilyWrite, KvStore, StoreError};
+
+/// Default events per handler call.
+pub const DEFAULT_MAX_BATCH: u32 = 256;
+/// Largest `max_batch` accepted.
+pub const MAX_MAX_BATCH: u32 = 4096;
+/// Default deliveries of one event before it moves to dead letters.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+/// Largest `max_attempts` accepted.
+pub const MAX_MAX_ATTEMPTS: u32 = 1000;
+
+const KEY_PREFIX: &str = "expiry-binding/";
+
+/// A table's expiry handler.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// Plugin name.
+    pub plugin: String,
+    /// Function of the plugin, declared as `EXPIRY_HANDLER`.
+    pub function: String,
+    /// Most events per call.
+    pub max_batch: u32,
+    /// Deliveries of an event before it moves to dead letters.
+    pub max_attempts: u32,
+    /// When the binding was made (Unix ms).
+    pub created_ms: u64,
+}
+
+/// A binding as requested (`PUT /v1/tables/{t}/expiry-handler`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BindRequest {
+    /// Plugin name.
+    pub plugin: String,
+    /// Function name.
+    pub function: String,
+    /// Most events per call (default 256, at most 4096).
+    pub max_batch: Option<u32>,
+    /// Deliveries before dead letters (default 10, at most 1000).
+    pub max_attempts: Option<u32>,
+}
+
+impl BindRequest {
+    /// Check the limits and fill in defaults (the plugin is checked by the
+    /// caller, who holds the registry).
+    pub fn resolve(self, now_ms: u64) -> Result<Binding, ExpiryError> {
+        let max_batch = self.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
+        if !(1..=MAX_MAX_BATCH).contains(&max_batch) {
+            return Err(ExpiryError::Invalid(format!(
+                "max_batch {max_batch} is out of range; use 1 to {MAX_MAX_BATCH}"
+            )));
+        }
+        let max_attempts = self.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+        if !(1..=MAX_MAX_ATTEMPTS).contains(&max_attempts) {
+            return Err(ExpiryError::Invalid(format!(
+                "max_attempts {max_attempts} is out of range; use 1 to {MAX_MAX_ATTEMPTS}"
+            )));
+        }
+        if self.plugin.is_empty() || self.function.is_empty() {
+            return Err(ExpiryError::Invalid(
+                "plugin and function are required".into(),
+            ));
+        }
+        Ok(Binding {
+            plugin: self.plugin.to_ascii_lowercase(),
+            function: self.function,
+            max_batch,
+            max_attempts,
+            created_ms: now_ms,
+        })
+    }
+}
+
+fn key(table: &TableName) -> Vec<u8> {
+    format!("{KEY_PREFIX}{table}").into_bytes()
+}
+
+/// Every stored binding. Blocking.
+pub fn load(store: &dyn KvStore) -> Result<Vec<(TableName, Binding)>, StoreError> {
+    let mut out = Vec::new();
+    store.scan_family(Family::Meta, KEY_PREFIX.as_bytes(), &mut |key, value| {
+        let corrupt = |reason: String| StoreError::Corrupt {
+            key: String::from_utf8_lossy(key).into_owned(),
+            reason,
+        };
+        let name =
+            std::str::from_utf8(&key[KEY_PREFIX.len()..]).map_err(|e| corrupt(e.to_string()))?;
+        let table = TableName::new(name).map_err(|e| corrupt(e.to_string()))?;
+        let binding = serde_json::from_slice(value).map_err(|e| corrupt(e.to_string()))?;
+        out.push((table, binding));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Store `binding` for `table` (fsynced). Blocking.
+pub fn save(store: &dyn KvStore, table: &TableName, binding: &Binding) -> Result<(), StoreError> {
+    let value = serde_json::to_vec(binding).expect("plain struct serializes");
+    store.write_entries(&[FamilyWrite::Put(Family::Meta, key(table), value)], true)
+}
+
+/// Remove the binding of `table` (fsynced). Blocking.
+pub fn remove(store: &dyn KvStore, table: &TableName) -> Result<(), StoreError> {
+    store.write_entries(&[FamilyWrite::Delete(Family::Meta, key(table))], true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    #[test]
+    fn defaults_limits_and_storage() {
+        let request = BindRequest {
+            plugin: "Archive".into(),
+            function: "copy".into(),
+            ..BindRequest::default()
+        };
+        let binding = request.clone().resolve(5).unwrap();
+        assert_eq!(
+            (
+                binding.plugin.as_str(),
+                binding.max_batch,
+                binding.max_attempts
+            ),
+            ("archive", 256, 10)
+        );
+        let too_big = BindRequest {
+            max_batch: Some(5000),
+            ..request.clone()
+        };
+        assert!(
+            too_big
+                .resolve(5)
+                .unwrap_err()
+                .to_string()
+                .contains("max_batch")
+        );
+        let zero = BindRequest {
+            max_attempts: Some(0),
+            ..request
+        };
+        assert!(
+            zero.resolve(5)
+                .unwrap_err()
+                .to_string()
+                .contains("max_attempts")
+        );
+
+        let store = MemoryStore::new();
+        let table = TableName::new("sessions").unwrap();
+        save(&store, &table, &binding).unwrap();
+        assert_eq!(load(&store).unwrap(), vec![(table.clone(), binding)]);
+        remove(&store, &table).unwrap();
+        assert!(load(&store).unwrap().is_empty());
+    }
+}

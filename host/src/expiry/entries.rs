@@ -1,0 +1,206 @@
+//! Expiry entries in the store: loading the outbox at boot, and listing,
+//! counting and redriving dead letters. Every function blocks: call it on a
+//! blocking thread.
+
+use std::collections::HashMap;
+
+use super::event::{self, PendingEvent, dead_letter_key, dead_letter_prefix, outbox_seq};
+use super::outbox::Outbox;
+use crate::names::TableName;
+use crate::store::{Family, FamilyWrite, KvStore, StoreError};
+
+/// Every event in the outbox, in key order, and the highest sequence seen.
+pub fn load_outbox(store: &dyn KvStore) -> Result<(Vec<PendingEvent>, u64), StoreError> {
+    let mut events = Vec::new();
+    let mut highest = 0;
+    store.scan_family(Family::ExpiryOutbox, &[], &mut |key, value| {
+        highest = highest.max(outbox_seq(key).unwrap_or(0));
+        events.push(PendingEvent::decode(key, value)?);
+        Ok(())
+    })?;
+    Ok((events, highest))
+}
+
+/// Dead letters per table.
+pub fn count_dead_letters(store: &dyn KvStore) -> Result<HashMap<TableName, u64>, StoreError> {
+    let mut counts: HashMap<TableName, u64> = HashMap::new();
+    store.scan_family(Family::DeadLetters, &[], &mut |key, value| {
+        let event = PendingEvent::decode(key, value)?;
+        *counts.entry(event.table).or_default() += 1;
+        Ok(())
+    })?;
+    Ok(counts)
+}
+
+/// One page of dead letters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetterPage {
+    /// The dead letters, ordered by id.
+    pub events: Vec<PendingEvent>,
+    /// Id (hex) to continue after, when more remain.
+    pub next: Option<String>,
+}
+
+/// Up to `limit` dead letters of `table` with ids after `after`.
+pub fn list_dead_letters(
+    store: &dyn KvStore,
+    table: &TableName,
+    after: Option<&[u8]>,
+    limit: usize,
+) -> Result<DeadLetterPage, StoreError> {
+    let prefix = dead_letter_prefix(table);
+    let mut events = Vec::new();
+    let mut more = false;
+    store
+        .scan_family(Family::DeadLetters, &prefix, &mut |key, value| {
+            let id = &key[prefix.len()..];
+            if after.is_some_and(|after| id <= after) {
+                return Ok(());
+            }
+            if events.len() == limit {
+                more = true;
+                // Stop the scan: nothing after this is needed.
+                return Err(StoreError::Closed);
+            }
+            events.push(PendingEvent::decode(key, value)?);
+            Ok(())
+        })
+        .or_else(|error| match error {
+            StoreError::Closed if more => Ok(()),
+            other => Err(other),
+        })?;
+    let next = more
+        .then(|| events.last().map(|e| event::hex(&e.event().id)))
+        .flatten();
+    Ok(DeadLetterPage { events, next })
+}
+
+/// Move dead letters of `table` back into the outbox, as fresh events
+/// (attempt 0) under new sequence numbers: all of them, or those in `ids`.
+/// One atomic write, so a crash leaves each event in exactly one place.
+/// Returns the events now in the outbox, to hand to the dispatcher.
+pub fn redrive(
+    store: &dyn KvStore,
+    outbox: &Outbox,
+    table: &TableName,
+    ids: Option<&[Vec<u8>]>,
+) -> Result<Vec<PendingEvent>, StoreError> {
+    let mut dead = Vec::new();
+    match ids {
+        Some(ids) => {
+            for id in ids {
+                let key = dead_letter_key(table, id);
+                store.scan_family(Family::DeadLetters, &key, &mut |k, v| {
+                    if k == key.as_slice() {
+                        dead.push(PendingEvent::decode(k, v)?);
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        None => store.scan_family(
+            Family::DeadLetters,
+            &dead_letter_prefix(table),
+            &mut |k, v| {
+                dead.push(PendingEvent::decode(k, v)?);
+                Ok(())
+            },
+        )?,
+    }
+    let mut writes = Vec::with_capacity(dead.len() * 2);
+    let mut revived = Vec::with_capacity(dead.len());
+    for mut event in dead {
+        writes.push(FamilyWrite::Delete(Family::DeadLetters, event.key.clone()));
+        event.key = event::outbox_key(event.stored.fragment, outbox.next_seq());
+        event.event_mut().attempt = 0;
+        event.stored.dead_at_ms = 0;
+        writes.push(FamilyWrite::Put(
+            Family::ExpiryOutbox,
+            event.key.clone(),
+            event.encode(),
+        ));
+        revived.push(event);
+    }
+    if !writes.is_empty() {
+        store.write_entries(&writes, true)?;
+    }
+    Ok(revived)
+}
+
+/// Delete `events` from the outbox (fsynced).
+pub fn delete_from_outbox(store: &dyn KvStore, events: &[PendingEvent]) -> Result<(), StoreError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let writes: Vec<FamilyWrite> = events
+        .iter()
+        .map(|e| FamilyWrite::Delete(Family::ExpiryOutbox, e.key.clone()))
+        .collect();
+    store.write_entries(&writes, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::record::{Record, Version};
+    use crate::store::MemoryStore;
+
+    fn dead(table: &TableName, key: &str) -> PendingEvent {
+        let record = Record::live(
+            Version {
+                hlc_ms: 7,
+                counter: 0,
+                writer: Arc::from("w"),
+            },
+            Bytes::from_static(b"v"),
+            Some(10),
+        );
+        let mut event = PendingEvent::new(1, 5, table, key, &record, 11);
+        event.event_mut().attempt = 3;
+        event.stored.last_error = "boom".into();
+        event.key = dead_letter_key(table, &event.event().id);
+        event
+    }
+
+    #[test]
+    fn dead_letters_page_by_id_and_redrive_into_the_outbox() {
+        let store = MemoryStore::new();
+        let table = TableName::new("t").unwrap();
+        let other = TableName::new("u").unwrap();
+        let mut events: Vec<PendingEvent> =
+            (0..5).map(|i| dead(&table, &format!("k{i}"))).collect();
+        events.push(dead(&other, "x"));
+        let puts: Vec<FamilyWrite> = events
+            .iter()
+            .map(|e| FamilyWrite::Put(Family::DeadLetters, e.key.clone(), e.encode()))
+            .collect();
+        store.write_entries(&puts, true).unwrap();
+        assert_eq!(count_dead_letters(&store).unwrap()[&table], 5);
+
+        let first = list_dead_letters(&store, &table, None, 3).unwrap();
+        assert_eq!(first.events.len(), 3);
+        let after = event::parse_hex_id(first.next.as_deref().unwrap()).unwrap();
+        let second = list_dead_letters(&store, &table, Some(&after), 3).unwrap();
+        assert_eq!((second.events.len(), second.next), (2, None));
+
+        let outbox = Outbox::new();
+        outbox.continue_after(100);
+        let one = first.events[0].event().id.to_vec();
+        let revived = redrive(&store, &outbox, &table, Some(&[one])).unwrap();
+        assert_eq!(revived.len(), 1);
+        assert_eq!(revived[0].event().attempt, 0);
+        assert_eq!(outbox_seq(&revived[0].key), Some(101));
+        let rest = redrive(&store, &outbox, &table, None).unwrap();
+        assert_eq!(rest.len(), 4);
+        let (loaded, highest) = load_outbox(&store).unwrap();
+        assert_eq!((loaded.len(), highest), (5, 105));
+        let counts = count_dead_letters(&store).unwrap();
+        assert_eq!((counts.get(&table), counts[&other]), (None, 1));
+        delete_from_outbox(&store, &loaded).unwrap();
+        assert!(load_outbox(&store).unwrap().0.is_empty());
+    }
+}

@@ -1,0 +1,420 @@
+//! The node's expiry-handler API: binding tables to handlers, status, dead
+//! letters and redrive, the dispatcher's start and stop, and the plugin
+//! operations that must respect bindings.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ebb_proto::plugin::v1 as abi;
+use tokio::sync::oneshot;
+
+use super::Node;
+use super::clock::now_ms;
+use crate::expiry::dispatcher::{self, Command, Context, QueueStatus};
+use crate::expiry::entries::{self, DeadLetterPage};
+use crate::expiry::event::{PendingEvent, parse_hex_id};
+use crate::expiry::{BindRequest, Binding, ExpiryError, Outbox, binding};
+use crate::names::TableName;
+use crate::plugin::{PluginError, PluginVersion};
+use crate::store::{KvStore, StoreError};
+
+/// How long shutdown waits for handler calls in flight.
+const DISPATCHER_STOP_WAIT: Duration = Duration::from_secs(30);
+/// Most dead letters one page returns.
+pub const MAX_DEAD_LETTER_PAGE: usize = 1000;
+
+/// A table's binding and how its deliveries are going.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpiryStatus {
+    /// The table.
+    pub table: TableName,
+    /// Its handler, if bound.
+    pub binding: Option<Binding>,
+    /// Events queued, in flight and backing off.
+    pub queue: QueueStatus,
+    /// Age of the oldest pending event: now minus its deadline, in ms.
+    pub oldest_pending_age_ms: Option<u64>,
+    /// Events handled since boot.
+    pub handled: u64,
+    /// Handler calls since boot.
+    pub calls: u64,
+    /// Calls that failed as a whole since boot.
+    pub failed_calls: u64,
+    /// Event deliveries that failed since boot.
+    pub failed_events: u64,
+    /// Events in dead letters now.
+    pub dead_letters: u64,
+    /// Lag percentiles in ms (bucket upper bounds), since boot.
+    pub lag_p50_ms: Option<f64>,
+    /// 99th percentile lag in ms.
+    pub lag_p99_ms: Option<f64>,
+    /// Largest lag in ms since boot.
+    pub lag_max_ms: u64,
+    /// The last failure.
+    pub last_error: Option<String>,
+}
+
+/// Read bindings and pending events at boot, before fragments load, so boot
+/// conversions of bound tables write events that continue the sequence.
+pub(super) fn load(store: &dyn KvStore, outbox: &Outbox) -> Result<Vec<PendingEvent>, StoreError> {
+    for (table, binding) in binding::load(store)? {
+        outbox.set_binding(table, Some(binding));
+    }
+    let (events, highest) = entries::load_outbox(store)?;
+    outbox.continue_after(highest);
+    for (table, count) in entries::count_dead_letters(store)? {
+        outbox
+            .stats(&table)
+            .dead_letters
+            .store(count, Ordering::Relaxed);
+    }
+    Ok(events)
+}
+
+fn ms(seconds: Option<f64>) -> Option<f64> {
+    seconds.map(|s| s * 1000.0)
+}
+
+impl Node {
+    pub(super) fn start_dispatcher(&self, store: Arc<dyn KvStore>, loaded: Vec<PendingEvent>) {
+        let Some(commands) = self.inner.outbox.take_receiver() else {
+            return;
+        };
+        let ctx = Arc::new(Context {
+            outbox: self.inner.outbox.clone(),
+            store,
+            plugins: self.inner.plugins.clone(),
+            node: Arc::downgrade(&self.inner),
+            config: self.inner.config.expiry,
+            deadline: self.inner.config.plugins.expiry_deadline,
+            max_value_bytes: self.inner.config.max_value_bytes,
+        });
+        let task = tokio::spawn(dispatcher::run(ctx, commands, loaded));
+        *self.inner.dispatcher.lock() = Some(task);
+    }
+
+    /// Stop forming batches and wait (bounded) for the calls in flight.
+    /// Events not yet handled stay in the outbox for the next boot.
+    pub(super) async fn stop_dispatcher(&self) {
+        let Some(task) = self.inner.dispatcher.lock().take() else {
+            return;
+        };
+        let (reply, stopped) = oneshot::channel();
+        if self.inner.outbox.send(Command::Stop(reply))
+            && tokio::time::timeout(DISPATCHER_STOP_WAIT, stopped)
+                .await
+                .is_err()
+        {
+            tracing::warn!(
+                "expiry handler calls still running at shutdown; their events stay in the outbox"
+            );
+            task.abort();
+        }
+    }
+
+    async fn blocking_expiry<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(Node, Arc<dyn KvStore>) -> Result<T, ExpiryError> + Send + 'static,
+    ) -> Result<T, ExpiryError> {
+        let store = self.store().map_err(|_| ExpiryError::ShuttingDown)?;
+        let node = self.clone();
+        tokio::task::spawn_blocking(move || work(node, store))
+            .await
+            .map_err(|e| ExpiryError::Store(StoreError::Engine(format!("task failed: {e}"))))?
+    }
+
+    /// Bind `table`'s expiries to a handler (replacing any binding). Only a
+    /// function the plugin declares as `EXPIRY_HANDLER` can be bound. From
+    /// now on every expiry in the table produces an event.
+    pub async fn bind_expiry(
+        &self,
+        table: &str,
+        request: BindRequest,
+    ) -> Result<Binding, ExpiryError> {
+        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        let binding = request.resolve(now_ms())?;
+        self.blocking_expiry(move |node, store| {
+            let _guard = node.inner.bindings_lock.lock();
+            let plugin = node.inner.plugins.get(&binding.plugin).ok_or_else(|| {
+                ExpiryError::NotFound(format!(
+                    "plugin {} not found; upload it with PUT /v1/plugins/{}",
+                    binding.plugin, binding.plugin
+                ))
+            })?;
+            check_handler(&plugin, &binding.function)?;
+            let binding = Binding {
+                function: plugin
+                    .function(&binding.function)
+                    .map(|f| f.name.clone())
+                    .unwrap_or(binding.function),
+                ..binding
+            };
+            binding::save(&*store, &table, &binding)?;
+            node.inner.outbox.set_binding(table, Some(binding.clone()));
+            Ok(binding)
+        })
+        .await
+    }
+
+    /// Remove `table`'s binding: its expiries stop producing events. Events
+    /// already in the outbox wait there (and are delivered if the table is
+    /// bound again) unless `discard_pending`, which deletes those not in
+    /// flight. Returns the removed binding.
+    pub async fn unbind_expiry(
+        &self,
+        table: &str,
+        discard_pending: bool,
+    ) -> Result<Binding, ExpiryError> {
+        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        let removed = {
+            let table = table.clone();
+            self.blocking_expiry(move |node, store| {
+                let _guard = node.inner.bindings_lock.lock();
+                let binding = node.inner.outbox.binding(&table).ok_or_else(|| {
+                    ExpiryError::NotFound(format!("table {table} has no expiry handler"))
+                })?;
+                binding::remove(&*store, &table)?;
+                node.inner.outbox.set_binding(table, None);
+                Ok(binding)
+            })
+            .await?
+        };
+        if discard_pending {
+            let (reply, purged) = oneshot::channel();
+            if self.inner.outbox.send(Command::Purge(table, reply))
+                && let Ok(events) = purged.await
+            {
+                self.blocking_expiry(move |_, store| {
+                    entries::delete_from_outbox(&*store, &events).map_err(ExpiryError::from)
+                })
+                .await?;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The binding of `table` and how its deliveries are going. `NotFound`
+    /// when the table has no binding, no pending events and no dead letters.
+    pub async fn expiry_status(&self, table: &str) -> Result<ExpiryStatus, ExpiryError> {
+        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        let (reply, answer) = oneshot::channel();
+        let queue = if self
+            .inner
+            .outbox
+            .send(Command::Status(table.clone(), reply))
+        {
+            answer.await.unwrap_or_default()
+        } else {
+            QueueStatus::default()
+        };
+        let binding = self.inner.outbox.binding(&table);
+        let stats = self.inner.outbox.existing_stats(&table);
+        let dead_letters = stats
+            .as_ref()
+            .map_or(0, |s| s.dead_letters.load(Ordering::Relaxed));
+        if binding.is_none() && queue.pending == 0 && dead_letters == 0 {
+            return Err(ExpiryError::NotFound(format!(
+                "table {table} has no expiry handler"
+            )));
+        }
+        // Status of a bound table (or one with events) starts its statistics.
+        let stats = stats.unwrap_or_else(|| self.inner.outbox.stats(&table));
+        let now = now_ms();
+        Ok(ExpiryStatus {
+            oldest_pending_age_ms: queue
+                .oldest_deadline_ms
+                .map(|deadline| now.saturating_sub(deadline)),
+            table,
+            binding,
+            queue,
+            handled: stats.handled.load(Ordering::Relaxed),
+            calls: stats.calls.load(Ordering::Relaxed),
+            failed_calls: stats.failed_calls.load(Ordering::Relaxed),
+            failed_events: stats.failed_events.load(Ordering::Relaxed),
+            dead_letters,
+            lag_p50_ms: ms(stats.lag.quantile(0.5)),
+            lag_p99_ms: ms(stats.lag.quantile(0.99)),
+            lag_max_ms: stats.max_lag_ms.load(Ordering::Relaxed),
+            last_error: stats.last_error.lock().clone(),
+        })
+    }
+
+    /// Every binding, by table.
+    pub fn expiry_bindings(&self) -> Vec<(TableName, Binding)> {
+        self.inner.outbox.bindings()
+    }
+
+    /// Statistics of every table with expiry activity (for metrics).
+    pub fn expiry_stats(&self) -> Vec<(TableName, Arc<crate::expiry::TableStats>)> {
+        self.inner.outbox.all_stats()
+    }
+
+    /// Outbox depth per table (for metrics).
+    pub async fn expiry_depths(&self) -> Vec<(TableName, QueueStatus)> {
+        let mut out = Vec::new();
+        for (table, _) in self.expiry_stats() {
+            let (reply, answer) = oneshot::channel();
+            if self
+                .inner
+                .outbox
+                .send(Command::Status(table.clone(), reply))
+                && let Ok(status) = answer.await
+            {
+                out.push((table, status));
+            }
+        }
+        out
+    }
+
+    /// One page of `table`'s dead letters (ordered by id), after the id
+    /// `after` (hex) if given; at most `limit` (1 to 1000).
+    pub async fn dead_letters(
+        &self,
+        table: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadLetterPage, ExpiryError> {
+        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        if !(1..=MAX_DEAD_LETTER_PAGE).contains(&limit) {
+            return Err(ExpiryError::Invalid(format!(
+                "limit {limit} is out of range; use 1 to {MAX_DEAD_LETTER_PAGE}"
+            )));
+        }
+        let after = after
+            .map(|text| {
+                parse_hex_id(text).ok_or_else(|| {
+                    ExpiryError::Invalid(format!(
+                        "after {text:?} is not an event id (64 hex digits)"
+                    ))
+                })
+            })
+            .transpose()?;
+        self.blocking_expiry(move |_, store| {
+            entries::list_dead_letters(&*store, &table, after.as_deref(), limit)
+                .map_err(ExpiryError::from)
+        })
+        .await
+    }
+
+    /// Move dead letters of `table` back into the outbox (all, or those
+    /// with the given hex ids) as fresh events. The table must be bound.
+    /// Returns how many were redriven.
+    pub async fn redrive(
+        &self,
+        table: &str,
+        ids: Option<Vec<String>>,
+    ) -> Result<usize, ExpiryError> {
+        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        let ids = ids
+            .map(|ids| {
+                ids.iter()
+                    .map(|text| {
+                        parse_hex_id(text).ok_or_else(|| {
+                            ExpiryError::Invalid(format!(
+                                "{text:?} is not an event id (64 hex digits)"
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        self.blocking_expiry(move |node, store| {
+            let _guard = node.inner.bindings_lock.lock();
+            if !node.inner.outbox.is_bound(&table) {
+                return Err(ExpiryError::Conflict(format!(
+                    "table {table} has no expiry handler; bind one before redriving"
+                )));
+            }
+            let outbox = &node.inner.outbox;
+            let revived = entries::redrive(&*store, outbox, &table, ids.as_deref())?;
+            let count = revived.len();
+            outbox
+                .stats(&table)
+                .dead_letters
+                .fetch_sub(count as u64, Ordering::Relaxed);
+            outbox.deliver(revived);
+            Ok(count)
+        })
+        .await
+    }
+
+    /// Validate, compile and store `bytes` as the next version of plugin
+    /// `name`. Refused with [`PluginError::InUse`] when a table is bound to a
+    /// function of `name` that the new version does not declare as an
+    /// expiry handler. Blocking (compilation): call it from a blocking thread.
+    pub fn install_plugin(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<PluginVersion>, PluginError> {
+        let store = self.store().map_err(|_| shutting_down())?;
+        let _guard = self.inner.bindings_lock.lock();
+        let bound: Vec<(TableName, Binding)> = self
+            .inner
+            .outbox
+            .bindings()
+            .into_iter()
+            .filter(|(_, b)| b.plugin.eq_ignore_ascii_case(name))
+            .collect();
+        self.inner
+            .plugins
+            .install_checked(&*store, name, bytes, &|manifest| {
+                for (table, binding) in &bound {
+                    let declared = manifest.functions.iter().any(|f| {
+                        f.name.eq_ignore_ascii_case(&binding.function)
+                            && f.kind == abi::FunctionKind::ExpiryHandler as i32
+                    });
+                    if !declared {
+                        return Err(PluginError::InUse(format!(
+                            "table {table} is bound to {name}.{}, which this module does not declare as an expiry handler; unbind the table first",
+                            binding.function
+                        )));
+                    }
+                }
+                Ok(())
+            })
+    }
+
+    /// Remove plugin `name`. Refused with [`PluginError::InUse`] while an
+    /// expiry binding uses it. Blocking: call it from a blocking thread.
+    pub fn remove_plugin(&self, name: &str) -> Result<(), PluginError> {
+        let store = self.store().map_err(|_| shutting_down())?;
+        let _guard = self.inner.bindings_lock.lock();
+        let users: Vec<String> = self
+            .inner
+            .outbox
+            .bindings()
+            .into_iter()
+            .filter(|(_, b)| b.plugin.eq_ignore_ascii_case(name))
+            .map(|(table, _)| table.to_string())
+            .collect();
+        if !users.is_empty() {
+            return Err(PluginError::InUse(format!(
+                "plugin {name} is the expiry handler of {}; unbind first (DELETE /v1/tables/{{t}}/expiry-handler)",
+                users.join(", ")
+            )));
+        }
+        self.inner.plugins.remove(&*store, name)
+    }
+}
+
+fn shutting_down() -> PluginError {
+    PluginError::Store(StoreError::Closed)
+}
+
+fn check_handler(plugin: &PluginVersion, function: &str) -> Result<(), ExpiryError> {
+    match plugin.function(function) {
+        None => Err(ExpiryError::NotFound(format!(
+            "plugin {} has no function {function}",
+            plugin.name
+        ))),
+        Some(decl) if decl.kind != abi::FunctionKind::ExpiryHandler as i32 => {
+            Err(ExpiryError::Invalid(format!(
+                "{}.{function} is not an expiry handler; only a function declared with kind EXPIRY_HANDLER can be bound",
+                plugin.name
+            )))
+        }
+        Some(_) => Ok(()),
+    }
+}

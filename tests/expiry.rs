@@ -1,0 +1,529 @@
+//! Durable expiry handlers end to end: every expiry handled, retries with
+//! growing delays, dead letters and redrive, poison events, unbinding,
+//! refusing to delete a bound plugin, and SIGKILL in the middle of delivery.
+//!
+//! Handlers are the bundled `archive` plugin and the test plugin `flaky`
+//! (tests/plugins/flaky), both built by `make plugins`.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ebb_host::store::MemoryStore;
+use ebb_host::{BatchOp, BindRequest, Durability, Expiry, ExpiryConfig, Node, NodeConfig};
+
+use common::{Server, call, ebb_bin, wait_until, wasm};
+
+fn module(name: &str) -> Vec<u8> {
+    let path = wasm(name);
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the plugins with `make plugins`",
+            path.display()
+        )
+    })
+}
+
+async fn node(fragments: u32) -> Node {
+    let config = NodeConfig::new("unused")
+        .fragments(fragments)
+        .expiry(ExpiryConfig {
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(2),
+            ..ExpiryConfig::default()
+        });
+    Node::open_with_store(config, Arc::new(MemoryStore::new()))
+        .await
+        .unwrap()
+}
+
+async fn install(node: &Node, name: &str, file: &str) {
+    let node = node.clone();
+    let bytes = module(file);
+    let name = name.to_string();
+    tokio::task::spawn_blocking(move || node.install_plugin(&name, &bytes).map(|_| ()))
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+async fn bind(node: &Node, table: &str, plugin: &str, max_batch: u32, max_attempts: u32) {
+    node.bind_expiry(
+        table,
+        BindRequest {
+            plugin: plugin.into(),
+            function: "copy".into(),
+            max_batch: Some(max_batch),
+            max_attempts: Some(max_attempts),
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// Put `(key, value)` pairs expiring at the given deadlines, in batches.
+async fn put_expiring(node: &Node, table: &str, items: Vec<(String, String, u64)>) {
+    let table = node.table(table).unwrap();
+    for chunk in items.chunks(1000) {
+        let ops = chunk
+            .iter()
+            .map(|(key, value, at)| BatchOp::Put {
+                key: key.clone(),
+                value: value.clone().into(),
+                expiry: Expiry::At(*at),
+            })
+            .collect();
+        for outcome in table.batch(ops, Durability::Wal).await {
+            outcome.unwrap();
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+async fn live(node: &Node, table: &str) -> usize {
+    node.tables()
+        .into_iter()
+        .find(|t| t.name.as_str() == table)
+        .map_or(0, |t| t.live_records)
+}
+
+async fn eventually<F: std::future::Future<Output = bool>>(
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut() -> F,
+) {
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_expiries_are_each_handled_and_the_outbox_drains() {
+    let node = node(4).await;
+    install(&node, "archive", "ebb_plugin_archive").await;
+    bind(&node, "sessions", "archive", 256, 10).await;
+    let start = now_ms() + 300;
+    let items: Vec<(String, String, u64)> = (0..10_000u64)
+        .map(|i| (format!("s{i:05}"), format!("user-{i}"), start + i * 3 / 10))
+        .collect();
+    put_expiring(&node, "sessions", items).await;
+    eventually(
+        Duration::from_secs(60),
+        "10 000 archived sessions",
+        || async { live(&node, "sessions_archive").await == 10_000 },
+    )
+    .await;
+    eventually(Duration::from_secs(10), "an empty outbox", || async {
+        node.expiry_status("sessions").await.unwrap().queue.pending == 0
+    })
+    .await;
+    let status = node.expiry_status("sessions").await.unwrap();
+    assert_eq!(status.dead_letters, 0);
+    assert_eq!(status.failed_calls, 0);
+    assert!(status.handled >= 10_000, "handled {}", status.handled);
+    assert!(status.lag_p99_ms.is_some());
+    assert_eq!(live(&node, "sessions").await, 0);
+    let archive = node.table("sessions_archive").unwrap();
+    for i in (0..10_000).step_by(997) {
+        let entry = archive.get(&format!("s{i:05}")).await.unwrap().unwrap();
+        assert_eq!(entry.value, format!("user-{i}"));
+        assert_eq!(entry.expires_at_ms, None, "archived without a TTL");
+    }
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_events_back_off_then_dead_letter_and_redrive_after_the_fix() {
+    let node = node(4).await;
+    install(&node, "handler", "ebb_test_flaky").await;
+    bind(&node, "jobs", "handler", 256, 4).await;
+    let at = now_ms() + 200;
+    let mut items: Vec<(String, String, u64)> = (0..50)
+        .map(|i| (format!("ok{i:02}"), format!("job {i}"), at))
+        .collect();
+    items.extend((0..5).map(|i| (format!("bad{i}"), "fail please".to_string(), at)));
+    put_expiring(&node, "jobs", items).await;
+
+    // The healthy events are handled promptly, while the others back off.
+    eventually(Duration::from_secs(5), "50 archived jobs", || async {
+        live(&node, "jobs_archive").await == 50
+    })
+    .await;
+    let status = node.expiry_status("jobs").await.unwrap();
+    assert!(status.queue.pending > 0, "failing events are still pending");
+
+    eventually(Duration::from_secs(30), "5 dead letters", || async {
+        node.expiry_status("jobs").await.unwrap().dead_letters == 5
+    })
+    .await;
+    let page = node.dead_letters("jobs", None, 100).await.unwrap();
+    assert_eq!(page.events.len(), 5);
+    for dead in &page.events {
+        assert_eq!(dead.event().attempt, 4, "dead after max_attempts");
+        assert!(
+            dead.stored.last_error.contains("failed"),
+            "{:?}",
+            dead.stored.last_error
+        );
+        assert!(dead.event().key.starts_with("bad"));
+    }
+    // Each attempt left a marker; the delays between attempts grow.
+    let attempts = node.table("jobs_attempts").unwrap();
+    let mut times = Vec::new();
+    for attempt in 1..=4 {
+        let entry = attempts.get(&format!("bad0:{attempt}")).await.unwrap();
+        times.push(entry.expect("every attempt recorded").version.hlc_ms);
+    }
+    let first_gap = times[1] - times[0];
+    let last_gap = times[3] - times[2];
+    assert!(
+        last_gap > first_gap,
+        "backoff grows: gaps {:?}",
+        times.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>()
+    );
+    assert_eq!(node.expiry_status("jobs").await.unwrap().queue.pending, 0);
+
+    // Fix the handler (replace the plugin), then redrive.
+    install(&node, "handler", "ebb_plugin_archive").await;
+    let one = vec![
+        page.events[0]
+            .event()
+            .id
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    ];
+    assert_eq!(node.redrive("jobs", Some(one)).await.unwrap(), 1);
+    assert_eq!(node.redrive("jobs", None).await.unwrap(), 4);
+    eventually(Duration::from_secs(10), "55 archived jobs", || async {
+        live(&node, "jobs_archive").await == 55
+    })
+    .await;
+    let status = node.expiry_status("jobs").await.unwrap();
+    assert_eq!((status.dead_letters, status.queue.pending), (0, 0));
+    assert!(
+        node.dead_letters("jobs", None, 10)
+            .await
+            .unwrap()
+            .events
+            .is_empty()
+    );
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_event_does_not_hold_back_the_rest_of_its_batch() {
+    // One fragment: every event is in the same partition and the same batch.
+    let node = node(1).await;
+    install(&node, "handler", "ebb_test_flaky").await;
+    bind(&node, "t", "handler", 256, 6).await;
+    let at = now_ms() + 200;
+    let mut items: Vec<(String, String, u64)> = (0..199)
+        .map(|i| (format!("k{i:03}"), format!("v{i}"), at))
+        .collect();
+    items.push(("k100x".into(), "poison".into(), at));
+    put_expiring(&node, "t", items).await;
+    eventually(Duration::from_secs(10), "199 archived events", || async {
+        live(&node, "t_archive").await == 199
+    })
+    .await;
+    let status = node.expiry_status("t").await.unwrap();
+    assert!(status.failed_calls >= 1, "the first call trapped");
+    eventually(
+        Duration::from_secs(30),
+        "the poison event in dead letters",
+        || async { node.expiry_status("t").await.unwrap().dead_letters == 1 },
+    )
+    .await;
+    let page = node.dead_letters("t", None, 10).await.unwrap();
+    assert_eq!(page.events[0].event().key, "k100x");
+    assert!(
+        page.events[0].stored.last_error.contains("trap"),
+        "{}",
+        page.events[0].stored.last_error
+    );
+    assert_eq!(live(&node, "t_archive").await, 199);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unbinding_stops_delivery_and_keeps_pending_events() {
+    let node = node(2).await;
+    install(&node, "archive", "ebb_plugin_archive").await;
+    bind(&node, "t", "archive", 256, 10).await;
+    put_expiring(&node, "t", vec![("a".into(), "1".into(), now_ms() + 100)]).await;
+    eventually(Duration::from_secs(5), "a archived", || async {
+        live(&node, "t_archive").await == 1
+    })
+    .await;
+
+    let removed = node.unbind_expiry("t", false).await.unwrap();
+    assert_eq!(removed.plugin, "archive");
+    put_expiring(&node, "t", vec![("b".into(), "2".into(), now_ms() + 50)]).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(live(&node, "t").await, 0, "b expired");
+    assert_eq!(
+        live(&node, "t_archive").await,
+        1,
+        "no delivery once unbound"
+    );
+    assert!(
+        node.expiry_status("t").await.is_err(),
+        "nothing pending: no status"
+    );
+    let plugin = node.clone();
+    tokio::task::spawn_blocking(move || plugin.remove_plugin("archive"))
+        .await
+        .unwrap()
+        .expect("an unbound plugin can be deleted");
+    node.shutdown().await.unwrap();
+}
+
+fn ebb(url: &str, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(ebb_bin())
+        .args(args)
+        .env("EBB_URL", url)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn binding_over_http_and_the_cli_refuses_bad_handlers_and_bound_plugin_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let url = &server.url;
+    let upload = |name: &str, file: &str| {
+        let answer = call(
+            "PUT",
+            &format!("{url}/v1/plugins/{name}"),
+            &[],
+            Some(&module(file)),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    };
+    upload("archive", "ebb_plugin_archive");
+    upload("json", "ebb_plugin_json");
+    let handler = format!("{url}/v1/tables/sessions/expiry-handler");
+    let bind = |body: &str| call("PUT", &handler, &[], Some(body.as_bytes()));
+
+    let scalar = bind(r#"{"plugin": "json", "function": "get"}"#);
+    assert_eq!(
+        (scalar.status, scalar.code().as_str()),
+        (400, "invalid_request")
+    );
+    assert!(
+        scalar.text().contains("not an expiry handler"),
+        "{}",
+        scalar.text()
+    );
+    assert_eq!(
+        bind(r#"{"plugin": "archive", "function": "nope"}"#).status,
+        404
+    );
+    assert_eq!(
+        bind(r#"{"plugin": "missing", "function": "copy"}"#).status,
+        404
+    );
+    assert_eq!(
+        bind(r#"{"plugin": "archive", "function": "copy", "max_batch": 0}"#).status,
+        400
+    );
+    assert_eq!(call("GET", &handler, &[], None).status, 404);
+
+    let (code, out) = ebb(
+        url,
+        &[
+            "expiry",
+            "bind",
+            "sessions",
+            "archive",
+            "copy",
+            "--max-attempts",
+            "5",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("archive.copy"), "{out}");
+    let refused = call("DELETE", &format!("{url}/v1/plugins/archive"), &[], None);
+    assert_eq!((refused.status, refused.code().as_str()), (409, "conflict"));
+    assert!(refused.text().contains("sessions"), "{}", refused.text());
+
+    let put = call(
+        "PUT",
+        &format!("{url}/v1/tables/sessions/keys/s1?ttl_ms=100"),
+        &[],
+        Some(b"alice"),
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+    let archived = format!("{url}/v1/tables/sessions_archive/keys/s1");
+    wait_until(Duration::from_secs(5), "s1 archived", || {
+        call("GET", &archived, &[], None).status == 200
+    });
+    assert_eq!(call("GET", &archived, &[], None).text(), "alice");
+
+    let status = call("GET", &handler, &[], None).json();
+    assert_eq!(status["binding"]["max_attempts"], 5);
+    assert_eq!(status["status"]["handled"], 1);
+    assert_eq!(status["status"]["outbox_depth"], 0);
+    let (code, out) = ebb(url, &["expiry", "status", "sessions"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 events in 1 calls"), "{out}");
+    let metrics = call("GET", &format!("{url}/metrics"), &[], None).text();
+    assert!(
+        metrics.contains("ebb_expiry_handled_total{table=\"sessions\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("ebb_expiry_lag_seconds_bucket{table=\"sessions\""));
+    let (code, out) = ebb(url, &["expiry", "dead-letters", "sessions"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("(0 dead letters)"), "{out}");
+
+    let (code, out) = ebb(url, &["expiry", "unbind", "sessions"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = ebb(url, &["expiry", "redrive", "sessions"]);
+    assert_eq!(code, 1, "redrive needs a binding: {out}");
+    assert!(out.contains("bind one"), "{out}");
+    call(
+        "PUT",
+        &format!("{url}/v1/tables/sessions/keys/s2?ttl_ms=50"),
+        &[],
+        Some(b"bob"),
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        call(
+            "GET",
+            &format!("{url}/v1/tables/sessions_archive/keys/s2"),
+            &[],
+            None
+        )
+        .status,
+        404,
+        "no delivery after unbind"
+    );
+    let deleted = call("DELETE", &format!("{url}/v1/plugins/archive"), &[], None);
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    assert_eq!(server.stop(), 0);
+}
+
+#[test]
+fn sigkill_while_events_are_pending_and_handlers_run_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let total: u64 = 3000;
+    {
+        let server = Server::start(dir.path(), &[]);
+        let url = &server.url;
+        let answer = call(
+            "PUT",
+            &format!("{url}/v1/plugins/flaky"),
+            &[],
+            Some(&module("ebb_test_flaky")),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        let bind = call(
+            "PUT",
+            &format!("{url}/v1/tables/t/expiry-handler"),
+            &[],
+            Some(br#"{"plugin": "flaky", "function": "copy", "max_batch": 64}"#),
+        );
+        assert_eq!(bind.status, 200, "{}", bind.text());
+        // Deadlines spread over 3 s; every 10th event stalls its handler call.
+        let start = now_ms() + 500;
+        let items: Vec<String> = (0..total)
+            .map(|i| {
+                let value = if i % 10 == 0 { format!("slow {i}") } else { format!("v{i}") };
+                serde_json::json!({"key": format!("k{i:05}"), "value": value, "expires_at_ms": start + i})
+                    .to_string()
+            })
+            .collect();
+        let body = items.join("\n");
+        let put = call(
+            "POST",
+            &format!("{url}/v1/tables/t/batch"),
+            &[("content-type", "application/x-ndjson")],
+            Some(body.as_bytes()),
+        );
+        assert_eq!(put.status, 200, "{}", put.text());
+        // Kill in the middle: some events handled, some pending or in a
+        // handler call, some records not even expired yet.
+        let status = || {
+            call(
+                "GET",
+                &format!("{url}/v1/tables/t/expiry-handler"),
+                &[],
+                None,
+            )
+            .json()["status"]
+                .clone()
+        };
+        let handled = || status()["handled"].as_u64().unwrap_or(0);
+        wait_until(
+            Duration::from_secs(30),
+            "some events handled and a handler call running",
+            || {
+                let now = status();
+                now["handled"].as_u64().unwrap_or(0) >= 300
+                    && now["in_flight"].as_u64().unwrap_or(0) > 0
+            },
+        );
+        let at_kill = handled();
+        assert!(at_kill < total, "killed before the end ({at_kill} handled)");
+        drop(server); // SIGKILL
+    }
+    // Let the remaining deadlines pass while the server is down.
+    std::thread::sleep(Duration::from_millis(3000));
+    let server = Server::start(dir.path(), &[]);
+    let url = &server.url;
+    let count = || {
+        call(
+            "POST",
+            &format!("{url}/v1/sql"),
+            &[],
+            Some(br#"{"sql": "SELECT count(*) FROM t_archive"}"#),
+        )
+        .json()["rows"][0][0]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    wait_until(
+        Duration::from_secs(60),
+        "every event archived after the restart",
+        || count() == total,
+    );
+    let status = call(
+        "GET",
+        &format!("{url}/v1/tables/t/expiry-handler"),
+        &[],
+        None,
+    )
+    .json();
+    wait_until(Duration::from_secs(10), "an empty outbox", || {
+        call(
+            "GET",
+            &format!("{url}/v1/tables/t/expiry-handler"),
+            &[],
+            None,
+        )
+        .json()["status"]["outbox_depth"]
+            == 0
+    });
+    assert_eq!(status["status"]["dead_letters"], 0, "{status}");
+    assert_eq!(server.stop(), 0);
+}
