@@ -183,13 +183,12 @@ async fn failing_events_back_off_then_dead_letter_and_redrive_after_the_fix() {
         let entry = attempts.get(&format!("bad0:{attempt}")).await.unwrap();
         times.push(entry.expect("every attempt recorded").version.hlc_ms);
     }
-    let first_gap = times[1] - times[0];
-    let last_gap = times[3] - times[2];
-    assert!(
-        last_gap > first_gap,
-        "backoff grows: gaps {:?}",
-        times.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>()
-    );
+    // Delay before attempt n+1 is 100 ms * 2^(n-1) times a jitter in
+    // [1/2, 1]: at least 50, 100 and 200 ms (load can only add to a gap).
+    let gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    for (gap, floor) in gaps.iter().zip([50, 100, 200]) {
+        assert!(*gap >= floor, "backoff grows: gaps {gaps:?}");
+    }
     assert_eq!(node.expiry_status("jobs").await.unwrap().queue.pending, 0);
 
     // Fix the handler (replace the plugin), then redrive.
@@ -285,6 +284,86 @@ async fn unbinding_stops_delivery_and_keeps_pending_events() {
         .await
         .unwrap()
         .expect("an unbound plugin can be deleted");
+    node.shutdown().await.unwrap();
+}
+
+/// The highest attempt the `flaky` handler recorded for `key`.
+async fn last_attempt(node: &Node, table: &str, key: &str) -> u32 {
+    let attempts = node.table(&format!("{table}_attempts")).unwrap();
+    let mut last = 0;
+    for attempt in 1..=50 {
+        if attempts
+            .get(&format!("{key}:{attempt}"))
+            .await
+            .unwrap()
+            .is_some()
+        {
+            last = attempt;
+        }
+    }
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_events_and_their_attempts_survive_a_clean_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        NodeConfig::new(dir.path())
+            .fragments(2)
+            .expiry(ExpiryConfig {
+                // After the second attempt the next waits at least 2 s: time
+                // enough to read the attempts and shut down.
+                backoff_base: Duration::from_secs(2),
+                backoff_max: Duration::from_secs(10),
+                ..ExpiryConfig::default()
+            })
+    };
+    let node = Node::open(config()).await.unwrap();
+    install(&node, "handler", "ebb_test_flaky").await;
+    bind(&node, "t", "handler", 256, 50).await;
+    let at = now_ms() + 100;
+    let items = (0..3)
+        .map(|i| (format!("bad{i}"), "fail".to_string(), at))
+        .collect();
+    put_expiring(&node, "t", items).await;
+    eventually(
+        Duration::from_secs(10),
+        "two attempts of each event",
+        || async { node.expiry_status("t").await.unwrap().attempts >= 6 },
+    )
+    .await;
+    let before = last_attempt(&node, "t", "bad0").await;
+    assert_eq!(before, 2, "two attempts were recorded");
+    node.shutdown().await.unwrap();
+
+    let node = Node::open(config()).await.unwrap();
+    let status = node.expiry_status("t").await.unwrap();
+    assert_eq!(
+        status.binding.unwrap().max_attempts,
+        50,
+        "the binding persisted"
+    );
+    assert_eq!(status.queue.pending, 3, "pending events were reloaded");
+    eventually(
+        Duration::from_secs(10),
+        "the next attempt after the restart",
+        || async { last_attempt(&node, "t", "bad0").await > before },
+    )
+    .await;
+    assert_eq!(
+        last_attempt(&node, "t", "bad0").await,
+        before + 1,
+        "attempts continue where they stopped"
+    );
+    install(&node, "handler", "ebb_plugin_archive").await;
+    eventually(Duration::from_secs(10), "all three archived", || async {
+        live(&node, "t_archive").await == 3
+    })
+    .await;
+    eventually(Duration::from_secs(5), "an empty outbox", || async {
+        node.expiry_status("t").await.unwrap().queue.pending == 0
+    })
+    .await;
     node.shutdown().await.unwrap();
 }
 
@@ -384,7 +463,7 @@ fn binding_over_http_and_the_cli_refuses_bad_handlers_and_bound_plugin_deletes()
     assert_eq!(status["status"]["outbox_depth"], 0);
     let (code, out) = ebb(url, &["expiry", "status", "sessions"]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("1 events in 1 calls"), "{out}");
+    assert!(out.contains("1 events in 1 calls (1 deliveries)"), "{out}");
     let metrics = call("GET", &format!("{url}/metrics"), &[], None).text();
     assert!(
         metrics.contains("ebb_expiry_handled_total{table=\"sessions\"} 1"),

@@ -168,9 +168,10 @@ pub fn run(
                     or_dash(&status["oldest_pending_age_ms"])
                 );
                 println!(
-                    "  handled     {} events in {} calls; {} calls failed, {} deliveries failed",
+                    "  handled     {} events in {} calls ({} deliveries); {} calls failed, {} deliveries failed",
                     status["handled"],
                     status["calls"],
+                    status["attempts"],
                     status["failed_calls"],
                     status["failed_events"]
                 );

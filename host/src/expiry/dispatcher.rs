@@ -371,6 +371,9 @@ async fn deliver(
     stats
         .calls
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    stats
+        .attempts
+        .fetch_add(events as u64, std::sync::atomic::Ordering::Relaxed);
     let outcome = call_and_apply(&ctx, &binding, &slots).await;
     let whole_failure = outcome.is_err();
     let mut handled = Vec::new();

@@ -30,6 +30,8 @@ pub struct TableStats {
     pub handled: AtomicU64,
     /// Handler calls made.
     pub calls: AtomicU64,
+    /// Event deliveries made (events passed to the handler, retries included).
+    pub attempts: AtomicU64,
     /// Handler calls that failed as a whole (trap, deadline, guest error,
     /// invalid response, actions not applied).
     pub failed_calls: AtomicU64,
@@ -50,6 +52,7 @@ impl Default for TableStats {
         Self {
             handled: AtomicU64::new(0),
             calls: AtomicU64::new(0),
+            attempts: AtomicU64::new(0),
             failed_calls: AtomicU64::new(0),
             failed_events: AtomicU64::new(0),
             dead_letters: AtomicU64::new(0),

@@ -100,6 +100,7 @@ pub async fn status(
             "oldest_pending_age_ms": status.oldest_pending_age_ms,
             "handled": status.handled,
             "calls": status.calls,
+            "attempts": status.attempts,
             "failed_calls": status.failed_calls,
             "failed_events": status.failed_events,
             "dead_letters": status.dead_letters,

@@ -361,13 +361,18 @@ async fn expiry_metrics(app: &AppState, out: &mut PromWriter) {
             );
         }
     }
-    let counters: [(&str, &str, StatField); 4] = [
+    let counters: [(&str, &str, StatField); 5] = [
         ("ebb_expiry_handled_total", "Expiry events handled.", |s| {
             &s.handled
         }),
         ("ebb_expiry_calls_total", "Expiry handler calls.", |s| {
             &s.calls
         }),
+        (
+            "ebb_expiry_attempts_total",
+            "Expiry event deliveries (events passed to handlers, retries included).",
+            |s| &s.attempts,
+        ),
         (
             "ebb_expiry_failed_calls_total",
             "Expiry handler calls that failed as a whole.",

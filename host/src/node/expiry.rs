@@ -39,6 +39,8 @@ pub struct ExpiryStatus {
     pub handled: u64,
     /// Handler calls since boot.
     pub calls: u64,
+    /// Event deliveries since boot (retries included).
+    pub attempts: u64,
     /// Calls that failed as a whole since boot.
     pub failed_calls: u64,
     /// Event deliveries that failed since boot.
@@ -230,6 +232,7 @@ impl Node {
             queue,
             handled: stats.handled.load(Ordering::Relaxed),
             calls: stats.calls.load(Ordering::Relaxed),
+            attempts: stats.attempts.load(Ordering::Relaxed),
             failed_calls: stats.failed_calls.load(Ordering::Relaxed),
             failed_events: stats.failed_events.load(Ordering::Relaxed),
             dead_letters,
