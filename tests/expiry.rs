@@ -287,6 +287,65 @@ async fn unbinding_stops_delivery_and_keeps_pending_events() {
     node.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_delays_delivery_without_charging_attempts() {
+    let store = Arc::new(MemoryStore::new());
+    let config = NodeConfig::new("unused").fragments(1).expiry(ExpiryConfig {
+        backoff_base: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(200),
+        ..ExpiryConfig::default()
+    });
+    let node = Node::open_with_store(config, store.clone()).await.unwrap();
+    install(&node, "handler", "ebb_test_flaky").await;
+    // One attempt only: a charged failure would dead-letter at once.
+    bind(&node, "t", "handler", 256, 1).await;
+    put_expiring(
+        &node,
+        "t",
+        vec![("k".into(), "slow value".into(), now_ms() + 100)],
+    )
+    .await;
+    // While the (slow) handler runs, the store starts failing: its actions
+    // cannot become durable.
+    let started = Instant::now();
+    while node.expiry_status("t").await.unwrap().queue.in_flight == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no call in flight"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    store.set_failing(true);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let status = node.expiry_status("t").await.unwrap();
+    assert_eq!(
+        status.dead_letters, 0,
+        "node-side failures are not attempts"
+    );
+    assert_eq!(status.queue.pending, 1);
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("applying an action"),
+        "{:?}",
+        status.last_error
+    );
+    store.set_failing(false);
+    eventually(
+        Duration::from_secs(10),
+        "delivery once the store recovers",
+        || async { node.expiry_status("t").await.unwrap().queue.pending == 0 },
+    )
+    .await;
+    let status = node.expiry_status("t").await.unwrap();
+    assert_eq!((status.dead_letters, status.handled), (0, 1));
+    let archived = node.table("t_archive").unwrap().get("k").await.unwrap();
+    assert_eq!(archived.unwrap().value, "slow value");
+    node.shutdown().await.unwrap();
+}
+
 /// The highest attempt the `flaky` handler recorded for `key`.
 async fn last_attempt(node: &Node, table: &str, key: &str) -> u32 {
     let attempts = node.table(&format!("{table}_attempts")).unwrap();

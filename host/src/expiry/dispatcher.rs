@@ -22,13 +22,13 @@ use super::ExpiryConfig;
 use super::binding::Binding;
 use super::event::{PendingEvent, dead_letter_key, outbox_seq};
 use super::outbox::Outbox;
-use crate::Node;
 use crate::names::{TableName, validate_key};
 use crate::node::NodeInner;
 use crate::node::clock::now_ms;
 use crate::plugin::PluginRegistry;
 use crate::store::{Family, FamilyWrite, FragmentId, KvStore};
 use crate::table::{BatchOp, Durability, Expiry};
+use crate::{Error, Node};
 
 /// A failed batch is retried in pieces of at most `1 / SPLIT` of its size,
 /// so a poison event is alone after a few failures (256 → 32 → 4 → 1).
@@ -99,6 +99,9 @@ struct Slot {
     /// Most events of the batch this slot may go out in.
     piece: usize,
     arrived: Instant,
+    /// Consecutive deliveries that failed on the node's side (not charged
+    /// as attempts); paces their retries.
+    node_failures: u32,
 }
 
 /// Events of one `(table, fragment)`. Every operation the scheduler runs
@@ -250,6 +253,7 @@ impl Dispatcher {
                     not_before: now,
                     piece: usize::MAX,
                     arrived: now,
+                    node_failures: 0,
                 });
         }
     }
@@ -378,6 +382,29 @@ async fn deliver(
     let whole_failure = outcome.is_err();
     let mut handled = Vec::new();
     let mut failed = Vec::new();
+    let outcome = match outcome {
+        Err(Failure::Node(error)) => {
+            tracing::warn!(%table, fragment, events, %error, "expiry actions not applied; retrying without charging an attempt");
+            *stats.last_error.lock() = Some(error);
+            let retry = slots
+                .into_iter()
+                .map(|mut slot| {
+                    slot.node_failures += 1;
+                    slot.not_before = Instant::now() + backoff(&ctx.config, slot.node_failures);
+                    slot
+                })
+                .collect();
+            ctx.outbox.send(Command::Finished(Finished {
+                table,
+                fragment,
+                retry,
+                events,
+            }));
+            return;
+        }
+        Err(Failure::Handler(error)) => Err(error),
+        Ok(retry) => Ok(retry),
+    };
     match outcome {
         Ok(retry) => {
             for (index, slot) in slots.into_iter().enumerate() {
@@ -418,13 +445,30 @@ async fn deliver(
     }));
 }
 
+/// Why a delivery failed.
+#[derive(Debug)]
+enum Failure {
+    /// The handler failed (trap, deadline, error, bad answer): charged as an
+    /// attempt of every event of the call.
+    Handler(String),
+    /// The node could not apply the actions (overloaded, store failing,
+    /// shutting down): retried with backoff, not charged, never dead-lettered.
+    Node(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Handler(message)
+    }
+}
+
 /// Call the handler and apply the actions it returned. `Ok` holds the
 /// indexes of events the handler asked to retry.
 async fn call_and_apply(
     ctx: &Context,
     binding: &Binding,
     slots: &[Slot],
-) -> Result<Vec<u32>, String> {
+) -> Result<Vec<u32>, Failure> {
     let plugin = ctx.plugins.get(&binding.plugin).ok_or_else(|| {
         format!(
             "plugin {} is not installed; install it or unbind the table",
@@ -434,10 +478,10 @@ async fn call_and_apply(
     match plugin.function(&binding.function) {
         Some(decl) if decl.kind == abi::FunctionKind::ExpiryHandler as i32 => {}
         _ => {
-            return Err(format!(
+            return Err(Failure::Handler(format!(
                 "plugin {} version {} has no expiry handler {}",
                 binding.plugin, plugin.info.version, binding.function
-            ));
+            )));
         }
     }
     let events: Vec<abi::ExpiryEvent> = slots
@@ -457,23 +501,23 @@ async fn call_and_apply(
         .map_err(|e| format!("handler task failed: {e}"))?
         .map_err(|e| e.to_string())?;
     let Some(abi::call_response::Result::Expiry(result)) = response.result else {
-        return Err(format!(
+        return Err(Failure::Handler(format!(
             "handler {}.{} returned something other than an expiry result",
             binding.plugin, binding.function
-        ));
+        )));
     };
     if let Some(bad) = result.failed.iter().find(|&&i| i as usize >= count) {
-        return Err(format!(
+        return Err(Failure::Handler(format!(
             "handler listed failed event {bad}, but the batch has {count} events"
-        ));
+        )));
     }
     let limit = count * ctx.config.max_actions_per_event;
     if result.actions.len() > limit {
-        return Err(format!(
+        return Err(Failure::Handler(format!(
             "handler returned {} actions for {count} events; the limit is {} per event",
             result.actions.len(),
             ctx.config.max_actions_per_event
-        ));
+        )));
     }
     let actions = result
         .actions
@@ -525,7 +569,7 @@ fn to_op(action: abi::Action, max_value_bytes: usize) -> Result<(TableName, Batc
 /// Apply actions through the normal write path with `wal` durability, in
 /// order: actions are grouped into rounds in which no key repeats, each
 /// round applied as one batch per table.
-async fn apply(ctx: &Context, actions: Vec<(TableName, BatchOp)>) -> Result<(), String> {
+async fn apply(ctx: &Context, actions: Vec<(TableName, BatchOp)>) -> Result<(), Failure> {
     if actions.is_empty() {
         return Ok(());
     }
@@ -533,7 +577,7 @@ async fn apply(ctx: &Context, actions: Vec<(TableName, BatchOp)>) -> Result<(), 
         inner: ctx
             .node
             .upgrade()
-            .ok_or_else(|| "the node is shutting down".to_string())?,
+            .ok_or_else(|| Failure::Node("the node is shutting down".into()))?,
     };
     let mut rounds: Vec<BTreeMap<TableName, Vec<BatchOp>>> = Vec::new();
     let mut seen: Vec<HashSet<(TableName, String)>> = Vec::new();
@@ -561,9 +605,17 @@ async fn apply(ctx: &Context, actions: Vec<(TableName, BatchOp)>) -> Result<(), 
             async move {
                 let handle = node.table_handle(table.clone());
                 for outcome in handle.batch(ops, Durability::Wal).await {
-                    outcome.map_err(|e| format!("applying an action on {table}: {e}"))?;
+                    outcome.map_err(|error| {
+                        let message = format!("applying an action on {table}: {error}");
+                        match error {
+                            Error::InvalidName(_)
+                            | Error::ValueTooLarge { .. }
+                            | Error::InvalidTtl(_) => Failure::Handler(message),
+                            _ => Failure::Node(message),
+                        }
+                    })?;
                 }
-                Ok::<(), String>(())
+                Ok::<(), Failure>(())
             }
         });
         for result in futures::future::join_all(writes).await {
@@ -616,6 +668,7 @@ async fn settle(
     let mut retry = Vec::new();
     let mut dead = 0u64;
     for mut slot in failed {
+        slot.node_failures = 0;
         let stored = &mut slot.event.stored;
         if stored.last_error.is_empty() {
             stored.last_error = "the handler listed the event in `failed`".into();
@@ -717,6 +770,7 @@ mod tests {
             not_before,
             piece,
             arrived: now,
+            node_failures: 0,
         };
         let mut queue = Queue::default();
         for seq in 0..10 {
