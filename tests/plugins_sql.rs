@@ -174,3 +174,105 @@ async fn aggregates_do_not_depend_on_fragments_or_pages_and_match_native_results
     let variance = ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (ms.len() - 1) as f64;
     assert!((float(&row[4]) - variance.sqrt()).abs() < 1e-6, "stddev");
 }
+
+/// `app.plus(x, n)`: a native scalar for the test below.
+#[derive(Debug)]
+struct Plus;
+
+impl ebb_query::ScalarFunction for Plus {
+    fn name(&self) -> &str {
+        "app.plus"
+    }
+    fn arity(&self) -> ebb_query::Arity {
+        ebb_query::Arity::Exact(2)
+    }
+    fn call(
+        &self,
+        args: &[Vec<Value>],
+        rows: usize,
+    ) -> Result<Vec<Value>, ebb_query::FunctionError> {
+        Ok((0..rows)
+            .map(|row| match (&args[0][row], &args[1][row]) {
+                (Value::Int(a), Value::Int(b)) => Value::Int(a + b),
+                _ => Value::Null,
+            })
+            .collect())
+    }
+}
+
+/// `app.total(x)`: a native aggregate (sum of integers).
+#[derive(Debug)]
+struct Total;
+
+impl ebb_query::AggregateFunction for Total {
+    fn name(&self) -> &str {
+        "app.total"
+    }
+    fn arity(&self) -> ebb_query::Arity {
+        ebb_query::Arity::Exact(1)
+    }
+    fn init(&self) -> Result<ebb_query::AggState, ebb_query::FunctionError> {
+        Ok(vec![Value::Int(0)])
+    }
+    fn update(
+        &self,
+        state: &mut ebb_query::AggState,
+        args: &[Vec<Value>],
+        rows: usize,
+    ) -> Result<(), ebb_query::FunctionError> {
+        let Value::Int(total) = &mut state[0] else {
+            unreachable!("the state is one integer")
+        };
+        for value in args[0].iter().take(rows) {
+            if let Value::Int(x) = value {
+                *total += x;
+            }
+        }
+        Ok(())
+    }
+    fn merge(
+        &self,
+        left: ebb_query::AggState,
+        right: ebb_query::AggState,
+    ) -> Result<ebb_query::AggState, ebb_query::FunctionError> {
+        match (&left[0], &right[0]) {
+            (Value::Int(a), Value::Int(b)) => Ok(vec![Value::Int(a + b)]),
+            _ => unreachable!("states are integers"),
+        }
+    }
+    fn finish(&self, state: ebb_query::AggState) -> Result<Value, ebb_query::FunctionError> {
+        Ok(state[0].clone())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_functions_of_the_embedding_application_run_in_sql() {
+    let node = node(4, 64).await;
+    node.register_scalar("app", "plus", Arc::new(Plus)).unwrap();
+    node.register_aggregate("app", "total", Arc::new(Total))
+        .unwrap();
+    let found = rows(
+        &node,
+        "SELECT app.total(app.plus(json.get_int(value, '$.ms'), 1)), sum(json.get_int(value, '$.ms')) + count(*) FROM requests",
+    )
+    .await;
+    assert_eq!(
+        found[0][0], found[0][1],
+        "native results match built-ins: {found:?}"
+    );
+    assert!(matches!(found[0][0], Value::Int(n) if n > 500));
+
+    let error = node
+        .query(QueryRequest {
+            sql: Some("SELECT app.nope(value) FROM requests".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("app.nope"), "{error}");
+    assert!(
+        node.register_scalar("bad-name", "f", Arc::new(Plus))
+            .is_err()
+    );
+    node.shutdown().await.unwrap();
+}

@@ -10,11 +10,13 @@
 //! `EBB_BENCH_SECONDS`, `EBB_BENCH_PRELOAD` and `EBB_BENCH_WAIT_SECONDS`
 //! shorten or lengthen the phases.
 
-use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod common;
+
 use bytes::Bytes;
+use common::wasm;
 use ebb_host::{BatchOp, BindRequest, Durability, Expiry, Node, NodeConfig, Table};
 use tokio::task::JoinSet;
 
@@ -373,15 +375,6 @@ fn print_results(node: &Node, seconds: u64, preload: usize, wait: Duration, phas
 fn percentile(values: &[i64], q: f64) -> Option<i64> {
     let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len().max(1));
     values.get(rank - 1).copied()
-}
-
-fn wasm(name: &str) -> Vec<u8> {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join(format!("wasm32-unknown-unknown/release/{name}.wasm"));
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run `make plugins` first", path.display()))
 }
 
 fn env_or<T: FromStr>(name: &str, default: T) -> T {

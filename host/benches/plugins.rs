@@ -1,30 +1,26 @@
-//! Plugin functions vs SQLite's json_extract on the same 1 million JSON
+//! Plugin functions vs the same functions compiled natively (registered as
+//! native SQL functions) vs SQLite's json_extract on the same 1 million JSON
 //! rows, side by side in one run; plus upload-to-first-call time per bundled
 //! plugin and the overhead of one plugin call per batch.
 //!
 //! Run with `make bench-plugins` (needs `make plugins`; `ROWS=...` to change
 //! the row count).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 mod common;
 
 use std::time::{Duration, Instant};
 
+use common::wasm;
+use ebb_guest::{Aggregate, FromValue};
 use ebb_host::store::MemoryStore;
 use ebb_host::{Node, NodeConfig, QueryRequest};
+use ebb_plugin_json::Doc;
+use ebb_plugin_stats::P95;
 use ebb_proto::plugin::v1 as abi;
+use ebb_query::{AggState, AggregateFunction, Arity, FunctionError, ScalarFunction, Value};
 
 const RUNS: usize = 5;
-
-fn wasm(name: &str) -> Vec<u8> {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join(format!("wasm32-unknown-unknown/release/{name}.wasm"));
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run `make plugins` first", path.display()))
-}
 
 fn row(i: usize) -> (String, String) {
     (
@@ -129,6 +125,7 @@ fn main() {
         );
     }
 
+    register_natives(&node);
     eprintln!("loading {rows} JSON rows into ebb and SQLite...");
     runtime.block_on(common::load_ebb(&node, rows, row));
     let sqlite = common::load_sqlite(dir.path(), rows, row, common::SqliteValue::Text);
@@ -137,11 +134,13 @@ fn main() {
         (
             "count where json n > 500",
             "SELECT count(*) FROM t WHERE json.get_int(value, '$.n') > 500".to_string(),
+            "SELECT count(*) FROM t WHERE native.json_get_int(value, '$.n') > 500".to_string(),
             "SELECT count(*) FROM t WHERE json_extract(value, '$.n') > 500".to_string(),
         ),
         (
             "p95 of json ms",
             "SELECT stats.p95(json.get_float(value, '$.ms')) FROM t".to_string(),
+            "SELECT native.p95(native.json_get_float(value, '$.ms')) FROM t".to_string(),
             format!(
                 "SELECT ms FROM (SELECT json_extract(value, '$.ms') AS ms FROM t) ORDER BY ms LIMIT 1 OFFSET {p95_offset}"
             ),
@@ -149,18 +148,18 @@ fn main() {
     ];
     println!();
     println!(
-        "{rows} JSON rows, median of {RUNS} warm runs, ebb (plugins, 16 fragments) vs SQLite (json_extract)"
+        "{rows} JSON rows, median of {RUNS} warm runs, 16 fragments: ebb with the plugins, ebb with the same Rust functions compiled natively, SQLite (json_extract)"
     );
     println!(
-        "{:<28} {:>10} {:>10} {:>12}",
-        "query", "ebb ms", "SQLite ms", "SQLite/ebb"
+        "{:<26} {:>10} {:>10} {:>10} {:>14} {:>12}",
+        "query", "plugin ms", "native ms", "SQLite ms", "plugin/native", "SQLite/plugin"
     );
-    for (name, ebb_sql, sqlite_sql) in queries {
-        let run_ebb = || {
+    for (name, ebb_sql, native_sql, sqlite_sql) in queries {
+        let run = |sql: &str| {
             runtime.block_on(async {
                 let started = Instant::now();
                 node.query(QueryRequest {
-                    sql: Some(ebb_sql.clone()),
+                    sql: Some(sql.to_string()),
                     ..Default::default()
                 })
                 .await
@@ -168,6 +167,8 @@ fn main() {
                 started.elapsed()
             })
         };
+        let run_ebb = || run(&ebb_sql);
+        let run_native = || run(&native_sql);
         let run_sqlite = || {
             let started = Instant::now();
             let mut statement = sqlite.prepare_cached(&sqlite_sql).unwrap();
@@ -178,14 +179,18 @@ fn main() {
             started.elapsed()
         };
         run_ebb();
+        run_native();
         run_sqlite();
         let ebb = common::median((0..RUNS).map(|_| run_ebb()).collect());
+        let native = common::median((0..RUNS).map(|_| run_native()).collect());
         let lite = common::median((0..RUNS).map(|_| run_sqlite()).collect());
         println!(
-            "{:<28} {:>10.1} {:>10.1} {:>12.2}",
+            "{:<26} {:>10.1} {:>10.1} {:>10.1} {:>14.2} {:>12.2}",
             name,
             ms(ebb),
+            ms(native),
             ms(lite),
+            ebb.as_secs_f64() / native.as_secs_f64(),
             lite.as_secs_f64() / ebb.as_secs_f64()
         );
     }
@@ -196,4 +201,140 @@ fn text(s: &str) -> abi::Value {
     abi::Value {
         kind: Some(abi::value::Kind::Text(s.to_string())),
     }
+}
+
+/// The query value as the guest SDK's value (one copy, as the ABI makes).
+fn guest(value: &Value) -> ebb_guest::Value {
+    match value {
+        Value::Null => ebb_guest::Value::Null,
+        Value::Bool(b) => ebb_guest::Value::Bool(*b),
+        Value::Int(i) => ebb_guest::Value::Int(*i),
+        Value::Float(x) => ebb_guest::Value::Float(*x),
+        Value::Text(s) => ebb_guest::Value::Text(s.to_string()),
+        Value::Bytes(b) => ebb_guest::Value::Bytes(b.to_vec()),
+    }
+}
+
+fn failed(function: &str, message: String) -> FunctionError {
+    FunctionError {
+        function: function.to_string(),
+        message,
+        plugin: false,
+    }
+}
+
+/// `native.json_get_int` / `native.json_get_float`: the json plugin's own
+/// Rust functions, called in-process on the same batches.
+#[derive(Debug)]
+struct NativeJson {
+    name: &'static str,
+    float: bool,
+}
+
+impl ScalarFunction for NativeJson {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn arity(&self) -> Arity {
+        Arity::Exact(2)
+    }
+
+    fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError> {
+        let mut out = Vec::with_capacity(rows);
+        for (doc, path) in args[0].iter().zip(&args[1]).take(rows) {
+            if matches!(doc, Value::Null) || matches!(path, Value::Null) {
+                out.push(Value::Null);
+                continue;
+            }
+            let doc = Doc::from_value(guest(doc)).map_err(|e| failed(self.name, e.to_string()))?;
+            let path =
+                String::from_value(guest(path)).map_err(|e| failed(self.name, e.to_string()))?;
+            let value = if self.float {
+                ebb_plugin_json::get_float(doc, path).map(|v| v.map_or(Value::Null, Value::Float))
+            } else {
+                ebb_plugin_json::get_int(doc, path).map(|v| v.map_or(Value::Null, Value::Int))
+            };
+            out.push(value.map_err(|e| failed(self.name, e))?);
+        }
+        Ok(out)
+    }
+}
+
+/// `native.p95`: the stats plugin's sketch, with its state encoded between
+/// batches as the plugin path does.
+#[derive(Debug)]
+struct NativeP95;
+
+fn sketch(state: &AggState) -> Result<ebb_plugin_stats::ddsketch::Sketch, FunctionError> {
+    match state.first() {
+        Some(Value::Bytes(bytes)) => P95::decode(bytes).map_err(|e| failed("native.p95", e)),
+        _ => Err(failed("native.p95", "bad state".into())),
+    }
+}
+
+fn state(sketch: &ebb_plugin_stats::ddsketch::Sketch) -> AggState {
+    vec![Value::Bytes(P95::encode(sketch).into())]
+}
+
+impl AggregateFunction for NativeP95 {
+    fn name(&self) -> &str {
+        "native.p95"
+    }
+
+    fn arity(&self) -> Arity {
+        Arity::Exact(1)
+    }
+
+    fn init(&self) -> Result<AggState, FunctionError> {
+        Ok(state(&P95::init()))
+    }
+
+    fn update(
+        &self,
+        current: &mut AggState,
+        args: &[Vec<Value>],
+        rows: usize,
+    ) -> Result<(), FunctionError> {
+        let mut s = sketch(current)?;
+        for value in args[0].iter().take(rows) {
+            if !matches!(value, Value::Null) {
+                P95::update(&mut s, &[guest(value)]).map_err(|e| failed("native.p95", e))?;
+            }
+        }
+        *current = state(&s);
+        Ok(())
+    }
+
+    fn merge(&self, left: AggState, right: AggState) -> Result<AggState, FunctionError> {
+        Ok(state(&P95::merge(sketch(&left)?, sketch(&right)?)))
+    }
+
+    fn finish(&self, current: AggState) -> Result<Value, FunctionError> {
+        Ok(match P95::finish(sketch(&current)?) {
+            ebb_guest::Value::Float(x) => Value::Float(x),
+            _ => Value::Null,
+        })
+    }
+}
+
+fn register_natives(node: &Node) {
+    for (name, float) in [("json_get_int", false), ("json_get_float", true)] {
+        let qualified = if float {
+            "native.json_get_float"
+        } else {
+            "native.json_get_int"
+        };
+        node.register_scalar(
+            "native",
+            name,
+            Arc::new(NativeJson {
+                name: qualified,
+                float,
+            }),
+        )
+        .unwrap();
+    }
+    node.register_aggregate("native", "p95", Arc::new(NativeP95))
+        .unwrap();
 }

@@ -46,6 +46,9 @@ pub enum Error {
     /// A plugin could not be installed (invalid module, limit, storage).
     #[error("{0}")]
     Plugin(String),
+    /// A native function could not be registered (bad name).
+    #[error("cannot register function: {0}")]
+    InvalidFunction(String),
     /// The write is applied (visible to reads) but the store failed before
     /// it became durable. It stays buffered and is retried; health shows the
     /// store error.

@@ -77,3 +77,13 @@ pub fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
 }
+
+/// The bytes of a wasm module built by `make plugins` (`ebb_plugin_json`, ...).
+pub fn wasm(name: &str) -> Vec<u8> {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join(format!("wasm32-unknown-unknown/release/{name}.wasm"));
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run `make plugins` first", path.display()))
+}

@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod cursor;
+pub mod native;
 pub mod page;
 mod run;
 

@@ -249,7 +249,7 @@ impl<'a> Run<'a> {
                 budgets.max_page_size
             )));
         }
-        let functions = HostFunctions::new(node.inner.plugins.clone());
+        let functions = HostFunctions::new(node.inner.plugins.clone(), node.inner.natives.clone());
         let plan = ebb_query::plan(&sql, &params, &functions, &Limits::default())?;
         let plugins = !plan.plugin_calls().is_empty();
         let columns = if plan.explain {

@@ -91,7 +91,9 @@ impl From<Error> for ApiError {
             Error::InvalidName(NameError::KeyTooLong { .. }) => {
                 ApiError::too_large(message, crate::names::MAX_KEY_BYTES)
             }
-            Error::InvalidName(_) | Error::InvalidTtl(_) => ApiError::invalid_request(message),
+            Error::InvalidName(_) | Error::InvalidTtl(_) | Error::InvalidFunction(_) => {
+                ApiError::invalid_request(message)
+            }
             Error::ValueTooLarge { limit, .. } => ApiError::too_large(message, limit),
             Error::Overloaded(_) | Error::Backlog(_) => {
                 ApiError::unavailable("overloaded", message)

@@ -78,6 +78,8 @@ pub(crate) struct NodeInner {
     /// Taken out (and so closed) by a completed shutdown.
     store: parking_lot::Mutex<Option<Arc<dyn KvStore>>>,
     pub(crate) plugins: Arc<PluginRegistry>,
+    /// Native SQL functions registered by the embedding application.
+    pub(crate) natives: Arc<crate::exec::native::NativeFunctions>,
     /// Expiry bindings, outbox sequence and statistics.
     pub(crate) outbox: Arc<Outbox>,
     /// Serializes binding changes with plugin installs and removals.
@@ -248,6 +250,7 @@ impl Node {
                 gate: OperationGate::default(),
                 store: parking_lot::Mutex::new(Some(store.clone())),
                 plugins: Arc::new(plugins),
+                natives: Arc::default(),
                 outbox,
                 bindings_lock: parking_lot::Mutex::new(()),
                 dispatcher: parking_lot::Mutex::new(None),
@@ -302,6 +305,35 @@ impl Node {
             .lock()
             .clone()
             .ok_or(crate::Error::ShuttingDown)
+    }
+
+    /// Register a native scalar function callable in SQL as
+    /// `namespace.name(...)` (replacing one of that name). Natives run
+    /// in-process, unsandboxed, on the fragments' background workers, and
+    /// shadow a plugin function of the same qualified name.
+    pub fn register_scalar(
+        &self,
+        namespace: &str,
+        name: &str,
+        function: Arc<dyn ebb_query::ScalarFunction>,
+    ) -> Result<(), crate::Error> {
+        self.inner
+            .natives
+            .add_scalar(namespace, name, function)
+            .map_err(crate::Error::InvalidFunction)
+    }
+
+    /// Register a native aggregate function (see [`Node::register_scalar`]).
+    pub fn register_aggregate(
+        &self,
+        namespace: &str,
+        name: &str,
+        function: Arc<dyn ebb_query::AggregateFunction>,
+    ) -> Result<(), crate::Error> {
+        self.inner
+            .natives
+            .add_aggregate(namespace, name, function)
+            .map_err(crate::Error::InvalidFunction)
     }
 
     /// The installed plugins.

@@ -1,5 +1,6 @@
 //! Plugin functions in SQL: adapters from the planner's function traits to
-//! ABI calls, and the registry the planner resolves `plugin.function` in.
+//! ABI calls, and the registry the planner resolves `plugin.function` in
+//! (native functions of the embedding application first, then plugins).
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use ebb_query::{
 use super::error::PluginCallError;
 use super::registry::{PluginRegistry, PluginVersion};
 use crate::exec::convert::{from_proto, to_proto};
+use crate::exec::native::NativeFunctions;
 
 fn arity(decl: &abi::FunctionDecl) -> Arity {
     if decl.arg_count < 0 {
@@ -212,12 +214,13 @@ impl PluginVersion {
 /// Built-ins plus the installed plugins, as the planner sees them.
 pub struct HostFunctions {
     plugins: Arc<PluginRegistry>,
+    natives: Arc<NativeFunctions>,
 }
 
 impl HostFunctions {
-    /// Functions over `plugins`.
-    pub fn new(plugins: Arc<PluginRegistry>) -> Self {
-        Self { plugins }
+    /// Functions over `natives` and `plugins`.
+    pub fn new(plugins: Arc<PluginRegistry>, natives: Arc<NativeFunctions>) -> Self {
+        Self { plugins, natives }
     }
 
     fn lookup(
@@ -259,6 +262,12 @@ impl FunctionRegistry for HostFunctions {
         let Some(plugin) = namespace else {
             return Builtins.scalar(None, name);
         };
+        if let Some(native) = self.natives.scalar(plugin, name) {
+            return Ok(Some(native));
+        }
+        if self.natives.has_namespace(plugin) && self.plugins.get(plugin).is_none() {
+            return Err(format!("no function {plugin}.{name}"));
+        }
         let (version, decl) = self.lookup(plugin, name)?;
         if decl.kind != abi::FunctionKind::Scalar as i32 {
             return Err(format!(
@@ -280,6 +289,12 @@ impl FunctionRegistry for HostFunctions {
         let Some(plugin) = namespace else {
             return Builtins.aggregate(None, name);
         };
+        if let Some(native) = self.natives.aggregate(plugin, name) {
+            return Ok(Some(native));
+        }
+        if self.natives.has_namespace(plugin) && self.plugins.get(plugin).is_none() {
+            return Ok(None);
+        }
         let (version, decl) = self.lookup(plugin, name)?;
         if decl.kind != abi::FunctionKind::Aggregate as i32 {
             return Ok(None);
