@@ -10,10 +10,12 @@
 //! while later events of its partition flow.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use ebb_proto::plugin::v1 as abi;
+use futures::FutureExt;
 use rand::Rng;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -356,7 +358,23 @@ impl Dispatcher {
                 .min();
             self.running += 1;
             let ctx = self.ctx.clone();
-            tokio::spawn(deliver(ctx, table, fragment, binding, slots));
+            tokio::spawn(async move {
+                let outbox = ctx.outbox.clone();
+                let events = slots.len();
+                let delivery = deliver(ctx, table.clone(), fragment, binding, slots);
+                if AssertUnwindSafe(delivery).catch_unwind().await.is_err() {
+                    // A bug, not a plugin failure (those are errors). The
+                    // events stay in the outbox for the next boot; the queue
+                    // must not stay busy.
+                    tracing::error!(%table, fragment, events, "expiry delivery panicked; its events will be delivered after a restart");
+                    outbox.send(Command::Finished(Finished {
+                        table,
+                        fragment,
+                        retry: Vec::new(),
+                        events,
+                    }));
+                }
+            });
         }
         next
     }
