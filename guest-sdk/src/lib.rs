@@ -113,6 +113,7 @@
 
 mod aggregate;
 mod expiry;
+mod fastpath;
 mod plugin;
 mod scalar;
 mod value;

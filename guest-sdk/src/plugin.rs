@@ -131,6 +131,18 @@ impl Plugin {
         }
     }
 
+    /// The handler and declared argument count of scalar function `name`.
+    pub(crate) fn scalar_handler(&self, name: &str) -> Option<(&ScalarHandler, i32)> {
+        match self.function(name) {
+            Some(Function {
+                handler: Handler::Scalar(handler),
+                arg_count,
+                ..
+            }) => Some((handler, *arg_count)),
+            _ => None,
+        }
+    }
+
     /// Answers one request. Every failure — unknown function, wrong call kind,
     /// bad arguments, an `Err` from the function — becomes
     /// `CallResponse { error }` naming `plugin.function`; this never panics on
@@ -162,6 +174,9 @@ impl Plugin {
     /// [`Plugin::call`] on encoded bytes: decodes a `CallRequest`, encodes the
     /// `CallResponse`. This is exactly what `ebb_call` runs.
     pub fn call_encoded(&self, request: &[u8]) -> Vec<u8> {
+        if let Some(response) = crate::fastpath::scalar(self, request) {
+            return response;
+        }
         let response = match proto::CallRequest::decode(request) {
             Ok(request) => self.call(request),
             Err(e) => error_response(format!("{}: malformed CallRequest: {e}", self.name)),

@@ -1,6 +1,7 @@
 //! WASM plugins: the sandboxed runtime, the registry of installed plugins,
 //! and their functions in SQL.
 
+pub mod encode;
 pub mod error;
 pub mod registry;
 pub mod runtime;

@@ -129,6 +129,24 @@ impl PluginVersion {
         call: abi::call_request::Call,
         deadline: Duration,
     ) -> Result<abi::CallResponse, PluginCallError> {
+        let rows = rows_of(&call);
+        let request = abi::CallRequest {
+            function: function.to_string(),
+            call: Some(call),
+        }
+        .encode_to_vec();
+        self.call_encoded(function, &request, rows, deadline)
+    }
+
+    /// [`Self::call`] with the `CallRequest` already encoded (for `function`,
+    /// carrying `rows` rows, counted in the metrics).
+    pub fn call_encoded(
+        &self,
+        function: &str,
+        request: &[u8],
+        rows: u64,
+        deadline: Duration,
+    ) -> Result<abi::CallResponse, PluginCallError> {
         let metrics = self
             .metrics
             .lock()
@@ -140,9 +158,9 @@ impl PluginVersion {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         metrics
             .rows
-            .fetch_add(rows_of(&call), std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
         let started = std::time::Instant::now();
-        let result = self.call_instance(function, call, deadline);
+        let result = self.call_instance(function, request, deadline);
         metrics.duration.observe(started.elapsed());
         if let Err(error) = &result {
             *metrics
@@ -157,7 +175,7 @@ impl PluginVersion {
     fn call_instance(
         &self,
         function: &str,
-        call: abi::call_request::Call,
+        request: &[u8],
         deadline: Duration,
     ) -> Result<abi::CallResponse, PluginCallError> {
         let fail = |cause: CallCause| PluginCallError {
@@ -173,12 +191,7 @@ impl PluginVersion {
                 .instantiate(&self.name, &self.module)
                 .map_err(|e| fail(CallCause::Trap(format!("instantiation failed: {e}"))))?,
         };
-        let request = abi::CallRequest {
-            function: function.to_string(),
-            call: Some(call),
-        }
-        .encode_to_vec();
-        let bytes = instance.call(&request, deadline).map_err(fail)?;
+        let bytes = instance.call(request, deadline).map_err(fail)?;
         let response = abi::CallResponse::decode(bytes.as_slice())
             .map_err(|e| fail(CallCause::Malformed(e.to_string())))?;
         {

@@ -11,9 +11,10 @@ use ebb_query::{
     Value,
 };
 
+use super::encode;
 use super::error::PluginCallError;
 use super::registry::{PluginRegistry, PluginVersion};
-use crate::exec::convert::{from_proto, to_proto};
+use crate::exec::convert::from_proto;
 use crate::exec::native::NativeFunctions;
 
 fn arity(decl: &abi::FunctionDecl) -> Arity {
@@ -38,14 +39,6 @@ fn malformed(version: &PluginVersion, function: &str, what: &str) -> FunctionErr
         message: format!("returned a malformed response: {what}"),
         plugin: true,
     }
-}
-
-fn rows(args: &[Vec<Value>], n: usize) -> Vec<abi::Row> {
-    (0..n)
-        .map(|i| abi::Row {
-            args: args.iter().map(|column| to_proto(&column[i])).collect(),
-        })
-        .collect()
 }
 
 /// A plugin scalar function, called once per batch of rows.
@@ -77,16 +70,10 @@ impl ScalarFunction for PluginScalar {
 
     fn call(&self, args: &[Vec<Value>], n: usize) -> Result<Vec<Value>, FunctionError> {
         let deadline = self.version.runtime_query_deadline();
-        let batch = abi::ScalarBatch {
-            rows: rows(args, n),
-        };
+        let request = encode::scalar_request(&self.decl.name, args, n);
         let response = self
             .version
-            .call(
-                &self.decl.name,
-                abi::call_request::Call::Scalar(batch),
-                deadline,
-            )
+            .call_encoded(&self.decl.name, &request, n as u64, deadline)
             .map_err(sql_error)?;
         let Some(abi::call_response::Result::Scalar(result)) = response.result else {
             return Err(malformed(
@@ -125,6 +112,10 @@ impl PluginAggregate {
             .version
             .call(&self.decl.name, call, deadline)
             .map_err(sql_error)?;
+        self.state_of(response)
+    }
+
+    fn state_of(&self, response: abi::CallResponse) -> Result<AggState, FunctionError> {
         match response.result {
             Some(abi::call_response::Result::State(state)) => Ok(vec![Value::Bytes(state)]),
             _ => Err(malformed(
@@ -166,10 +157,13 @@ impl AggregateFunction for PluginAggregate {
         args: &[Vec<Value>],
         n: usize,
     ) -> Result<(), FunctionError> {
-        *state = self.state_call(abi::call_request::Call::AggUpdate(abi::AggUpdate {
-            state: state_bytes(state),
-            rows: rows(args, n),
-        }))?;
+        let deadline = self.version.runtime_query_deadline();
+        let request = encode::agg_update_request(&self.decl.name, &state_bytes(state), args, n);
+        let response = self
+            .version
+            .call_encoded(&self.decl.name, &request, n as u64, deadline)
+            .map_err(sql_error)?;
+        *state = self.state_of(response)?;
         Ok(())
     }
 

@@ -14,6 +14,7 @@
 //! [`path::parse`] for the grammar: `$`, `.key`, `[N]`, `["key"]`).
 
 pub mod path;
+pub mod walk;
 
 use ebb_guest::{FromValue, FromValueError, Value};
 use serde_json::Value as Json;
@@ -39,10 +40,7 @@ impl FromValue for Doc {
 /// `Ok(None)` when the doc is not JSON or the path is missing.
 fn at_path<T>(doc: &Doc, path: &str, read: impl FnOnce(&Json) -> T) -> Result<Option<T>, String> {
     let steps = path::parse(path).map_err(|e| e.to_string())?;
-    let Ok(doc) = serde_json::from_slice::<Json>(&doc.0) else {
-        return Ok(None);
-    };
-    Ok(path::lookup(&doc, &steps).map(read))
+    Ok(walk::extract(&doc.0, &steps).as_ref().map(read))
 }
 
 /// `json.get`: the value at `path` as text.
