@@ -129,17 +129,33 @@ fn value(bytes: &[u8]) -> Result<Option<Value>, Malformed> {
     Ok(kind)
 }
 
-/// One `Row` message: its values, `None` for a value with no field set.
-fn row(bytes: &[u8], args: &mut Vec<Option<Value>>) -> Result<(), Malformed> {
+/// One decoded `Row`: its values, and the position of the first value with
+/// no field set (which fails the row).
+struct Row {
+    args: Vec<Value>,
+    empty_at: Option<usize>,
+}
+
+fn row(bytes: &[u8]) -> Result<Row, Malformed> {
     let mut reader = Reader::new(bytes);
+    let mut row = Row {
+        args: Vec::new(),
+        empty_at: None,
+    };
     while !reader.is_empty() {
         match reader.key()? {
-            (1, WIRE_LEN) => args.push(value(reader.delimited()?)?),
+            (1, WIRE_LEN) => match value(reader.delimited()?)? {
+                Some(value) => row.args.push(value),
+                None => {
+                    row.empty_at.get_or_insert(row.args.len());
+                    row.args.push(Value::Null);
+                }
+            },
             (1, _) => return Err(Malformed("invalid wire type")),
             (_, wire) => reader.skip(wire)?,
         }
     }
-    Ok(())
+    Ok(row)
 }
 
 /// Answer a scalar call on a scalar function, or `None` to take the
@@ -169,14 +185,15 @@ pub(crate) fn scalar(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
     }
     let mut decoded_rows = Vec::with_capacity(rows.len());
     for slice in rows {
-        let mut args = Vec::new();
-        if let Err(Malformed(why)) = row(slice, &mut args) {
-            return fail(format!("{}: malformed CallRequest: {why}", plugin.name()));
+        match row(slice) {
+            Ok(decoded) => decoded_rows.push(decoded),
+            Err(Malformed(why)) => {
+                return fail(format!("{}: malformed CallRequest: {why}", plugin.name()));
+            }
         }
-        decoded_rows.push(args);
     }
     let mut values = Vec::with_capacity(decoded_rows.len());
-    for (index, args) in decoded_rows.into_iter().enumerate() {
+    for (index, Row { args, empty_at }) in decoded_rows.into_iter().enumerate() {
         if arg_count >= 0 && args.len() != arg_count as usize {
             return fail(format!(
                 "{}: row {index}: takes {arg_count} arguments, got {}",
@@ -184,21 +201,15 @@ pub(crate) fn scalar(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
                 args.len()
             ));
         }
-        let mut converted = Vec::with_capacity(args.len());
-        for (position, arg) in args.into_iter().enumerate() {
-            match arg {
-                Some(value) => converted.push(value),
-                None => {
-                    return fail(format!(
-                        "{}: row {index}, argument {}: {}",
-                        qualified(),
-                        position + 1,
-                        crate::value::EmptyValueError
-                    ));
-                }
-            }
+        if let Some(position) = empty_at {
+            return fail(format!(
+                "{}: row {index}, argument {}: {}",
+                qualified(),
+                position + 1,
+                crate::value::EmptyValueError
+            ));
         }
-        match handler(converted) {
+        match handler(args) {
             Ok(value) => values.push(proto::Value::from(value)),
             Err(e) => return fail(format!("{}: row {index}: {e}", qualified())),
         }

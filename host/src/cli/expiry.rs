@@ -160,12 +160,13 @@ pub fn run(
                         b["max_attempts"]
                     ),
                 }
+                let oldest = match status["oldest_pending_age_ms"].as_u64() {
+                    Some(age) => format!(", oldest {age} ms past its deadline"),
+                    None => String::new(),
+                };
                 println!(
-                    "  outbox      {} pending ({} in flight, {} backing off), oldest {} ms past its deadline",
-                    status["outbox_depth"],
-                    status["in_flight"],
-                    status["backing_off"],
-                    or_dash(&status["oldest_pending_age_ms"])
+                    "  outbox      {} pending ({} in flight, {} backing off){oldest}",
+                    status["outbox_depth"], status["in_flight"], status["backing_off"],
                 );
                 println!(
                     "  handled     {} events in {} calls ({} deliveries); {} calls failed, {} deliveries failed",

@@ -36,10 +36,30 @@ impl FromValue for Doc {
     }
 }
 
+thread_local! {
+    /// The last path parsed: a query passes the same path on every row.
+    static LAST_PATH: std::cell::RefCell<Option<(String, std::rc::Rc<Vec<path::Step>>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The steps of `path`, parsed once per distinct consecutive path.
+fn parsed(path: &str) -> Result<std::rc::Rc<Vec<path::Step>>, String> {
+    LAST_PATH.with(|last| {
+        if let Some((text, steps)) = &*last.borrow()
+            && text == path
+        {
+            return Ok(steps.clone());
+        }
+        let steps = std::rc::Rc::new(path::parse(path).map_err(|e| e.to_string())?);
+        *last.borrow_mut() = Some((path.to_owned(), steps.clone()));
+        Ok(steps)
+    })
+}
+
 /// Parses `path`, then `doc`, and runs `read` on the value at the path.
 /// `Ok(None)` when the doc is not JSON or the path is missing.
 fn at_path<T>(doc: &Doc, path: &str, read: impl FnOnce(&Json) -> T) -> Result<Option<T>, String> {
-    let steps = path::parse(path).map_err(|e| e.to_string())?;
+    let steps = parsed(path)?;
     Ok(walk::extract(&doc.0, &steps).as_ref().map(read))
 }
 
