@@ -434,6 +434,7 @@ async fn replacing_a_plugin_does_not_change_a_running_query() {
         .fragments(1)
         .query_budgets(QueryBudgets {
             page_visit_budget: 1,
+            max_page_visit_budget: 1,
             ..QueryBudgets::default()
         });
     let store = Arc::new(MemoryStore::new());

@@ -27,6 +27,7 @@ async fn node(fragments: u32, page: usize) -> Node {
         .fragments(fragments)
         .query_budgets(QueryBudgets {
             page_visit_budget: page,
+            max_page_visit_budget: page,
             ..QueryBudgets::default()
         });
     let store: Arc<MemoryStore> = Arc::new(MemoryStore::new());

@@ -46,6 +46,7 @@ fn main() {
     let mut config = NodeConfig::new(dir.path().join("ebb"));
     if let Some(page) = std::env::var("PAGE").ok().and_then(|v| v.parse().ok()) {
         config.query.page_visit_budget = page;
+        config.query.max_page_visit_budget = page;
     }
     let node = runtime.block_on(Node::open(config)).unwrap();
     runtime.block_on(common::load_ebb(&node, rows, row));

@@ -54,8 +54,13 @@ pub struct QueryBudgets {
     pub max_groups: usize,
     /// Rows ORDER BY may buffer. Default 100 000.
     pub max_order_buffer: usize,
-    /// Records a page visits. Default 256.
+    /// Records the first page of a partition scan visits. Default 256.
     pub page_visit_budget: usize,
+    /// Records a page visits at most: each page of a scan visits twice as
+    /// many records as the one before, from `page_visit_budget` up to this,
+    /// so a small `LIMIT` stays cheap and a long scan pays little per page.
+    /// Default 4096.
+    pub max_page_visit_budget: usize,
     /// Default rows per response. Default 1000.
     pub default_page_size: usize,
     /// Largest `page_size`. Default 10 000.
@@ -71,6 +76,7 @@ impl Default for QueryBudgets {
             max_groups: 100_000,
             max_order_buffer: 100_000,
             page_visit_budget: 256,
+            max_page_visit_budget: 4096,
             default_page_size: 1000,
             max_page_size: 10_000,
         }

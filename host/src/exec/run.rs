@@ -141,6 +141,9 @@ struct Scan {
     buffer: VecDeque<OutRow>,
     /// Resume point for a continuation: the last key handed on (or the start).
     emitted_to: Option<Arc<str>>,
+    /// Records the next page may visit: starts at the page visit budget and
+    /// doubles with every page up to the maximum page visit budget.
+    budget: usize,
 }
 
 struct GroupRow<'a> {
@@ -333,6 +336,7 @@ impl<'a> Run<'a> {
                 done: false,
                 buffer: VecDeque::new(),
                 emitted_to: None,
+                budget: self.budgets.page_visit_budget,
             };
             if let Some(previous) = resumes.get(&fragment) {
                 if self.consistency == Consistency::Guarded
@@ -380,7 +384,7 @@ impl<'a> Run<'a> {
             let snapshot = scan.snapshot.clone();
             let resume = scan.resume_after.clone();
             let fragment = scan.fragment;
-            let budget = self.budgets.page_visit_budget;
+            let budget = scan.budget;
             let snapshot_ms = self.snapshot_ms;
             let node = self.node;
             let plugins = self.plugins;
@@ -437,6 +441,11 @@ impl<'a> Run<'a> {
             let scan = &mut scans[*i];
             scan.resume_after = page.resume_after.clone();
             scan.done = page.done;
+            scan.budget = scan
+                .budget
+                .saturating_mul(2)
+                .min(self.budgets.max_page_visit_budget)
+                .max(self.budgets.page_visit_budget);
             self.stats.pages += 1;
             self.stats.scanned += page.visited as u64;
         }
