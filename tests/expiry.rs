@@ -770,3 +770,23 @@ fn sigkill_while_events_are_pending_and_handlers_run_loses_nothing() {
     assert_eq!(status["status"]["dead_letters"], 0, "{status}");
     assert_eq!(server.stop(), 0);
 }
+
+#[test]
+fn expiry_settings_out_of_range_are_refused_at_start_naming_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, value, named) in [
+        ("--expiry-deadline", "0ms", "expiry_deadline"),
+        ("--expiry-concurrency", "0", "concurrency"),
+        ("--expiry-backoff", "0ms", "backoff_base"),
+    ] {
+        let out = std::process::Command::new(ebb_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .args([flag, value])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {stderr}");
+        assert!(stderr.contains(named), "{flag}: {stderr}");
+    }
+}

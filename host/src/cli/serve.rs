@@ -53,6 +53,19 @@ pub struct ServeArgs {
     /// Deadline of one plugin call from SQL (a batch of rows), e.g. 100ms.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     pub plugin_deadline: Duration,
+    /// Deadline of one expiry handler call (a batch of events), e.g. 1s.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub expiry_deadline: Duration,
+    /// Delay before the first retry of a failed expiry event; it doubles per
+    /// attempt (with jitter) up to --expiry-backoff-max.
+    #[arg(long, value_parser = parse_duration, default_value = "100ms")]
+    pub expiry_backoff: Duration,
+    /// Longest delay between two attempts of an expiry event.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub expiry_backoff_max: Duration,
+    /// Expiry handler calls running at once over the node (1 to 256).
+    #[arg(long, default_value_t = crate::expiry::ExpiryConfig::default().concurrency)]
+    pub expiry_concurrency: usize,
     /// Largest plugin module upload in bytes.
     #[arg(long, default_value_t = crate::plugin::PluginLimits::default().max_module_bytes)]
     pub max_plugin_bytes: usize,
@@ -200,6 +213,10 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     config.plugins.max_module_bytes = args.max_plugin_bytes;
     config.plugins.max_memory_bytes = (args.plugin_memory_mib as usize) << 20;
     config.plugins.query_deadline = args.plugin_deadline;
+    config.plugins.expiry_deadline = args.expiry_deadline;
+    config.expiry.backoff_base = args.expiry_backoff;
+    config.expiry.backoff_max = args.expiry_backoff_max;
+    config.expiry.concurrency = args.expiry_concurrency;
     let node = match Node::open(config).await {
         Ok(node) => node,
         Err(error) => {

@@ -176,6 +176,16 @@ impl NodeConfig {
                 )));
             }
         }
+        for (name, deadline) in [
+            ("plugin query_deadline", self.plugins.query_deadline),
+            ("plugin expiry_deadline", self.plugins.expiry_deadline),
+        ] {
+            if deadline < Duration::from_millis(1) || deadline > Duration::from_secs(600) {
+                return Err(ConfigError(format!(
+                    "{name} is {deadline:?}; use 1 ms to 10 min"
+                )));
+            }
+        }
         if self.expiry.backoff_base.is_zero()
             || self.expiry.backoff_max < self.expiry.backoff_base
             || !(1..=256).contains(&self.expiry.concurrency)
