@@ -116,7 +116,8 @@ pub fn run_page(
 ) -> Result<PageOutput, FunctionError> {
     let mut out = PageOutput::default();
     let mut batch: Vec<ScanRow<'_>> = Vec::with_capacity(BATCH.min(budget));
-    let mut last: Option<Arc<str>> = None;
+    // Borrowed while scanning; cloned once at the end.
+    let mut last: Option<&Arc<str>> = None;
     let mut exhausted = true;
     'ranges: for range in &plan.ranges.0 {
         if let Some(resume) = resume_after
@@ -134,7 +135,7 @@ pub fn run_page(
                 break 'ranges;
             }
             out.visited += 1;
-            last = Some(key.clone());
+            last = Some(key);
             if !record.is_visible_at(snapshot_ms) {
                 continue;
             }
@@ -150,7 +151,7 @@ pub fn run_page(
     }
     evaluate(plan, &mut batch, &mut out)?;
     out.done = exhausted;
-    out.resume_after = last.or_else(|| resume_after.map(Arc::from));
+    out.resume_after = last.cloned().or_else(|| resume_after.map(Arc::from));
     Ok(out)
 }
 
@@ -162,18 +163,23 @@ fn evaluate(
     if batch.is_empty() {
         return Ok(());
     }
-    let rows: Vec<ScanRow<'_>> = match &plan.filter {
-        None => std::mem::take(batch),
-        Some(filter) => {
-            let keep = eval_batch(filter, batch)?;
-            std::mem::take(batch)
-                .into_iter()
-                .zip(keep)
-                .filter(|(_, k)| k.truth() == Some(true))
-                .map(|(row, _)| row)
-                .collect()
-        }
-    };
+    if let Some(filter) = &plan.filter {
+        let keep = eval_batch(filter, batch)?;
+        let mut keep = keep.iter();
+        batch.retain(|_| keep.next().is_some_and(|k| k.truth() == Some(true)));
+    }
+    // The batch keeps its capacity for the next one.
+    let result = evaluate_kept(plan, batch, out);
+    batch.clear();
+    result
+}
+
+/// Project or aggregate the rows that passed the filter.
+fn evaluate_kept(
+    plan: &Plan,
+    rows: &[ScanRow<'_>],
+    out: &mut PageOutput,
+) -> Result<(), FunctionError> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -181,12 +187,12 @@ fn evaluate(
         Shape::Rows { projection } => {
             let columns: Vec<Vec<Value>> = projection
                 .iter()
-                .map(|e| eval_batch(e, &rows))
+                .map(|e| eval_batch(e, rows))
                 .collect::<Result<_, _>>()?;
             let sorts: Vec<Vec<Value>> = plan
                 .order_by
                 .iter()
-                .map(|k| eval_batch(&k.expr, &rows))
+                .map(|k| eval_batch(&k.expr, rows))
                 .collect::<Result<_, _>>()?;
             for (i, row) in rows.iter().enumerate() {
                 out.rows.push(OutRow {
@@ -206,7 +212,7 @@ fn evaluate(
                 .map(|a| {
                     a.args
                         .iter()
-                        .map(|e| eval_batch(e, &rows))
+                        .map(|e| eval_batch(e, rows))
                         .collect::<Result<_, _>>()
                 })
                 .collect::<Result<_, _>>()?;
@@ -231,7 +237,7 @@ fn evaluate(
             }
             let keys: Vec<Vec<Value>> = group_by
                 .iter()
-                .map(|e| eval_batch(e, &rows))
+                .map(|e| eval_batch(e, rows))
                 .collect::<Result<_, _>>()?;
             // Rows of each group, so each aggregate is updated once per group per batch.
             let mut members: HashMap<Vec<Value>, Vec<usize>> = HashMap::new();
