@@ -8,8 +8,8 @@ use ebb_proto::Message;
 use ebb_proto::plugin::v1 as proto;
 use proto::call_response::Result as Reply;
 
-use crate::plugin::{Plugin, error_response};
-use crate::value::Value;
+use crate::plugin::{Plugin, ScalarKind, error_response};
+use crate::value::ValueRef;
 
 const WIRE_VARINT: u64 = 0;
 const WIRE_FIXED64: u64 = 1;
@@ -97,8 +97,9 @@ fn split(request: &[u8]) -> Option<(&str, &[u8])> {
     Some((function?, batch?))
 }
 
-/// One `Value` message.
-fn value(bytes: &[u8]) -> Result<Option<Value>, Malformed> {
+/// One `Value` message, borrowed from the request; `None` when no field
+/// is set.
+fn value(bytes: &[u8]) -> Result<Option<ValueRef<'_>>, Malformed> {
     let mut reader = Reader::new(bytes);
     let mut kind = None;
     while !reader.is_empty() {
@@ -106,19 +107,19 @@ fn value(bytes: &[u8]) -> Result<Option<Value>, Malformed> {
         kind = Some(match (field, wire) {
             (1, WIRE_VARINT) => {
                 reader.varint()?;
-                Value::Null
+                ValueRef::Null
             }
-            (2, WIRE_VARINT) => Value::Bool(reader.varint()? != 0),
-            (3, WIRE_VARINT) => Value::Int(reader.varint()? as i64),
+            (2, WIRE_VARINT) => ValueRef::Bool(reader.varint()? != 0),
+            (3, WIRE_VARINT) => ValueRef::Int(reader.varint()? as i64),
             (4, WIRE_FIXED64) => {
                 let raw: [u8; 8] = reader.take(8)?.try_into().expect("took 8 bytes");
-                Value::Float(f64::from_le_bytes(raw))
+                ValueRef::Float(f64::from_le_bytes(raw))
             }
-            (5, WIRE_LEN) => Value::Text(
-                String::from_utf8(reader.delimited()?.to_vec())
+            (5, WIRE_LEN) => ValueRef::Text(
+                std::str::from_utf8(reader.delimited()?)
                     .map_err(|_| Malformed("invalid string value: data is not UTF-8 encoded"))?,
             ),
-            (6, WIRE_LEN) => Value::Bytes(reader.delimited()?.to_vec()),
+            (6, WIRE_LEN) => ValueRef::Bytes(reader.delimited()?),
             (1..=6, _) => return Err(Malformed("invalid wire type")),
             (_, wire) => {
                 reader.skip(wire)?;
@@ -129,33 +130,26 @@ fn value(bytes: &[u8]) -> Result<Option<Value>, Malformed> {
     Ok(kind)
 }
 
-/// One decoded `Row`: its values, and the position of the first value with
-/// no field set (which fails the row).
-struct Row {
-    args: Vec<Value>,
-    empty_at: Option<usize>,
-}
-
-fn row(bytes: &[u8]) -> Result<Row, Malformed> {
+/// One `Row` message into `args` (cleared first); returns the position of
+/// the first value with no field set (which fails the row).
+fn row<'a>(bytes: &'a [u8], args: &mut Vec<ValueRef<'a>>) -> Result<Option<usize>, Malformed> {
+    args.clear();
+    let mut empty_at = None;
     let mut reader = Reader::new(bytes);
-    let mut row = Row {
-        args: Vec::new(),
-        empty_at: None,
-    };
     while !reader.is_empty() {
         match reader.key()? {
             (1, WIRE_LEN) => match value(reader.delimited()?)? {
-                Some(value) => row.args.push(value),
+                Some(value) => args.push(value),
                 None => {
-                    row.empty_at.get_or_insert(row.args.len());
-                    row.args.push(Value::Null);
+                    empty_at.get_or_insert(args.len());
+                    args.push(ValueRef::Null);
                 }
             },
             (1, _) => return Err(Malformed("invalid wire type")),
             (_, wire) => reader.skip(wire)?,
         }
     }
-    Ok(row)
+    Ok(empty_at)
 }
 
 /// Answer a scalar call on a scalar function, or `None` to take the
@@ -183,17 +177,19 @@ pub(crate) fn scalar(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
             }
         }
     }
-    let mut decoded_rows = Vec::with_capacity(rows.len());
-    for slice in rows {
-        match row(slice) {
-            Ok(decoded) => decoded_rows.push(decoded),
-            Err(Malformed(why)) => {
-                return fail(format!("{}: malformed CallRequest: {why}", plugin.name()));
-            }
+    // Every row is decoded once to check it (nothing is copied), so a
+    // malformed row fails the call before any row runs.
+    let mut args: Vec<ValueRef<'_>> = Vec::new();
+    for slice in &rows {
+        if let Err(Malformed(why)) = row(slice, &mut args) {
+            return fail(format!("{}: malformed CallRequest: {why}", plugin.name()));
         }
     }
-    let mut values = Vec::with_capacity(decoded_rows.len());
-    for (index, Row { args, empty_at }) in decoded_rows.into_iter().enumerate() {
+    let mut values = Vec::with_capacity(rows.len());
+    for (index, slice) in rows.into_iter().enumerate() {
+        let Ok(empty_at) = row(slice, &mut args) else {
+            unreachable!("every row was checked above");
+        };
         if arg_count >= 0 && args.len() != arg_count as usize {
             return fail(format!(
                 "{}: row {index}: takes {arg_count} arguments, got {}",
@@ -209,7 +205,11 @@ pub(crate) fn scalar(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
                 crate::value::EmptyValueError
             ));
         }
-        match handler(args) {
+        let result = match &handler {
+            ScalarKind::Owned(f) => f(args.iter().map(ValueRef::to_owned).collect()),
+            ScalarKind::Borrowed(f) => f(&args),
+        };
+        match result {
             Ok(value) => values.push(proto::Value::from(value)),
             Err(e) => return fail(format!("{}: row {index}: {e}", qualified())),
         }
@@ -225,6 +225,7 @@ pub(crate) fn scalar(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::Value;
     use proto::call_request::Call;
 
     fn plugin() -> Plugin {
@@ -240,6 +241,10 @@ mod tests {
                 }
             })
             .scalar("count", "", |args: &[Value]| args.len() as i64)
+            .scalar_ref("describe", "", 2, |args: &[ValueRef<'_>]| match args[0] {
+                ValueRef::Int(i) if i < 0 => Err(format!("negative {i}")),
+                first => Ok(format!("{first:?}|{:?}", args[1])),
+            })
             .aggregate::<Nothing>("agg", "")
     }
 
@@ -311,7 +316,8 @@ mod tests {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let mut fast_taken = 0;
         for case in 0..3000 {
-            let function = ["pair", "checked", "count", "agg", "missing"][rng.below(5) as usize];
+            let function =
+                ["pair", "checked", "count", "describe", "agg", "missing"][rng.below(6) as usize];
             let rows = (0..rng.below(6))
                 .map(|_| proto::Row {
                     args: (0..rng.below(4)).map(|_| random_value(&mut rng)).collect(),

@@ -134,7 +134,7 @@ pub use expiry::{Action, ExpiryEvent, ExpiryOutcome, ExpiryOutput};
 pub use log::Level;
 pub use plugin::{ABI_VERSION, Plugin};
 pub use scalar::{ScalarFn, ScalarOutput, Variadic};
-pub use value::{EmptyValueError, FromValue, FromValueError, IntoValue, Value};
+pub use value::{EmptyValueError, FromValue, FromValueError, IntoValue, Value, ValueRef};
 
 /// Declares a plugin's name, version and functions, and generates its ABI.
 ///
@@ -144,6 +144,7 @@ pub use value::{EmptyValueError, FromValue, FromValueError, IntoValue, Value};
 ///     version: env!("CARGO_PKG_VERSION"),
 ///     functions: {
 ///         scalar    "get"   => get,   "description";   // fn(..) -> R
+///         scalar_ref(2) "at" => at,   "description";   // fn(&[ValueRef]) -> R, 2 args
 ///         aggregate "avg"   => Avg,   "description";   // type: Aggregate
 ///         expiry    "copy"  => copy,  "description";   // fn(&[ExpiryEvent]) -> R
 ///     }
@@ -160,7 +161,7 @@ macro_rules! export {
         name: $name:expr,
         version: $version:expr,
         functions: {
-            $( $kind:ident $fname:literal => $f:path, $desc:expr; )*
+            $( $kind:ident $( ( $arity:literal ) )? $fname:literal => $f:path, $desc:expr; )*
         } $(,)?
     ) => {
         /// This crate's plugin: the registry behind `ebb_manifest` and `ebb_call`.
@@ -168,7 +169,7 @@ macro_rules! export {
             static PLUGIN: ::std::sync::OnceLock<$crate::Plugin> = ::std::sync::OnceLock::new();
             PLUGIN.get_or_init(|| {
                 let plugin = $crate::Plugin::new($name, $version);
-                $( let plugin = $crate::__export_function!(plugin, $kind, $fname, $f, $desc); )*
+                $( let plugin = $crate::__export_function!(plugin, $kind $( ($arity) )?, $fname, $f, $desc); )*
                 plugin
             })
         }
@@ -215,6 +216,9 @@ macro_rules! export {
 macro_rules! __export_function {
     ($plugin:ident, scalar, $name:literal, $f:path, $desc:expr) => {
         $plugin.scalar($name, $desc, $f)
+    };
+    ($plugin:ident, scalar_ref ($arity:literal), $name:literal, $f:path, $desc:expr) => {
+        $plugin.scalar_ref($name, $desc, $arity, $f)
     };
     ($plugin:ident, aggregate, $name:literal, $f:path, $desc:expr) => {
         $plugin.aggregate::<$f>($name, $desc)

@@ -8,17 +8,20 @@ use proto::call_response::Result as Reply;
 use crate::aggregate::{Aggregate, AggregateOf, ErasedAggregate};
 use crate::expiry::{ExpiryEvent, ExpiryOutput};
 use crate::scalar::ScalarFn;
-use crate::value::Value;
+use crate::value::{Value, ValueRef};
 
 /// The ABI version this SDK implements.
 pub const ABI_VERSION: u32 = 1;
 
 type ScalarHandler = Box<dyn Fn(Vec<Value>) -> Result<Value, String> + Send + Sync>;
+pub(crate) type ScalarRefHandler =
+    Box<dyn Fn(&[ValueRef<'_>]) -> Result<Value, String> + Send + Sync>;
 type ExpiryHandler =
     Box<dyn Fn(&[ExpiryEvent]) -> Result<crate::ExpiryOutcome, String> + Send + Sync>;
 
 enum Handler {
     Scalar(ScalarHandler),
+    ScalarRef(ScalarRefHandler),
     Aggregate(Box<dyn ErasedAggregate>),
     Expiry(ExpiryHandler),
 }
@@ -93,6 +96,18 @@ impl Plugin {
         )
     }
 
+    /// Registers a scalar function of `arg_count` arguments (-1: variadic)
+    /// that reads its arguments borrowed: text and bytes point into the
+    /// request, so a row costs no allocation. The function gets NULLs too.
+    pub fn scalar_ref<F, R>(self, name: &str, description: &str, arg_count: i32, f: F) -> Self
+    where
+        F: Fn(&[ValueRef<'_>]) -> R + Send + Sync + 'static,
+        R: crate::ScalarOutput,
+    {
+        let call: ScalarRefHandler = Box::new(move |args| f(args).into_output());
+        self.add(name, description, arg_count, Handler::ScalarRef(call))
+    }
+
     /// Registers an expiry handler.
     pub fn expiry<F, R>(self, name: &str, description: &str, f: F) -> Self
     where
@@ -115,7 +130,7 @@ impl Plugin {
             .map(|f| proto::FunctionDecl {
                 name: f.name.clone(),
                 kind: match f.handler {
-                    Handler::Scalar(_) => proto::FunctionKind::Scalar,
+                    Handler::Scalar(_) | Handler::ScalarRef(_) => proto::FunctionKind::Scalar,
                     Handler::Aggregate(_) => proto::FunctionKind::Aggregate,
                     Handler::Expiry(_) => proto::FunctionKind::ExpiryHandler,
                 } as i32,
@@ -132,13 +147,18 @@ impl Plugin {
     }
 
     /// The handler and declared argument count of scalar function `name`.
-    pub(crate) fn scalar_handler(&self, name: &str) -> Option<(&ScalarHandler, i32)> {
+    pub(crate) fn scalar_handler(&self, name: &str) -> Option<(ScalarKind<'_>, i32)> {
         match self.function(name) {
             Some(Function {
                 handler: Handler::Scalar(handler),
                 arg_count,
                 ..
-            }) => Some((handler, *arg_count)),
+            }) => Some((ScalarKind::Owned(handler), *arg_count)),
+            Some(Function {
+                handler: Handler::ScalarRef(handler),
+                arg_count,
+                ..
+            }) => Some((ScalarKind::Borrowed(handler), *arg_count)),
             _ => None,
         }
     }
@@ -185,6 +205,14 @@ impl Plugin {
     }
 }
 
+/// A scalar handler as the fast path calls it.
+pub(crate) enum ScalarKind<'p> {
+    /// Takes owned values.
+    Owned(&'p ScalarHandler),
+    /// Takes values borrowed from the request.
+    Borrowed(&'p ScalarRefHandler),
+}
+
 /// A response carrying only `message` as its error.
 pub(crate) fn error_response(message: String) -> proto::CallResponse {
     proto::CallResponse {
@@ -200,6 +228,16 @@ fn dispatch(function: &Function, call: Option<Call>) -> Result<Reply, String> {
             for (index, row) in batch.rows.into_iter().enumerate() {
                 let args = row_values(function.arg_count, row, index)?;
                 let value = f(args).map_err(|e| format!("row {index}: {e}"))?;
+                values.push(value.into());
+            }
+            Ok(Reply::Scalar(proto::ScalarResult { values }))
+        }
+        (Handler::ScalarRef(f), Call::Scalar(batch)) => {
+            let mut values = Vec::with_capacity(batch.rows.len());
+            for (index, row) in batch.rows.into_iter().enumerate() {
+                let args = row_values(function.arg_count, row, index)?;
+                let borrowed: Vec<ValueRef<'_>> = args.iter().map(Value::as_ref).collect();
+                let value = f(&borrowed).map_err(|e| format!("row {index}: {e}"))?;
                 values.push(value.into());
             }
             Ok(Reply::Scalar(proto::ScalarResult { values }))
@@ -228,7 +266,7 @@ fn dispatch(function: &Function, call: Option<Call>) -> Result<Reply, String> {
         (handler, call) => Err(format!(
             "is {}; it cannot answer a {} call",
             match handler {
-                Handler::Scalar(_) => "a scalar function",
+                Handler::Scalar(_) | Handler::ScalarRef(_) => "a scalar function",
                 Handler::Aggregate(_) => "an aggregate",
                 Handler::Expiry(_) => "an expiry handler",
             },

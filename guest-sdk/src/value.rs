@@ -46,6 +46,58 @@ impl Value {
     }
 }
 
+/// A SQL value borrowed from the request (see [`crate::Plugin::scalar_ref`]):
+/// text and bytes point into the call's input, so reading them allocates
+/// nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueRef<'a> {
+    /// SQL NULL.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A 64-bit signed integer.
+    Int(i64),
+    /// A 64-bit float.
+    Float(f64),
+    /// UTF-8 text.
+    Text(&'a str),
+    /// Raw bytes.
+    Bytes(&'a [u8]),
+}
+
+impl<'a> ValueRef<'a> {
+    /// The SQL-facing name of this value's type, as used in error messages.
+    pub fn type_name(&self) -> &'static str {
+        self.to_owned().type_name()
+    }
+
+    /// An owned copy.
+    pub fn to_owned(&self) -> Value {
+        match *self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Bool(b) => Value::Bool(b),
+            ValueRef::Int(i) => Value::Int(i),
+            ValueRef::Float(x) => Value::Float(x),
+            ValueRef::Text(s) => Value::Text(s.to_owned()),
+            ValueRef::Bytes(b) => Value::Bytes(b.to_vec()),
+        }
+    }
+}
+
+impl Value {
+    /// This value, borrowed.
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Null => ValueRef::Null,
+            Value::Bool(b) => ValueRef::Bool(*b),
+            Value::Int(i) => ValueRef::Int(*i),
+            Value::Float(x) => ValueRef::Float(*x),
+            Value::Text(s) => ValueRef::Text(s),
+            Value::Bytes(b) => ValueRef::Bytes(b),
+        }
+    }
+}
+
 /// A proto `Value` with no field set; the ABI forbids it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmptyValueError;

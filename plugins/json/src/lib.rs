@@ -16,7 +16,9 @@
 pub mod path;
 pub mod walk;
 
-use ebb_guest::{FromValue, FromValueError, Value};
+use std::borrow::Cow;
+
+use ebb_guest::{FromValue, FromValueError, Value, ValueRef};
 use serde_json::Value as Json;
 
 /// A JSON document argument: text or bytes, parsed lazily.
@@ -58,14 +60,13 @@ fn parsed(path: &str) -> Result<std::rc::Rc<Vec<path::Step>>, String> {
 
 /// Parses `path`, then `doc`, and runs `read` on the value at the path.
 /// `Ok(None)` when the doc is not JSON or the path is missing.
-fn at_path<T>(doc: &Doc, path: &str, read: impl FnOnce(&Json) -> T) -> Result<Option<T>, String> {
+fn at_path<T>(doc: &[u8], path: &str, read: impl FnOnce(&Json) -> T) -> Result<Option<T>, String> {
     let steps = parsed(path)?;
-    Ok(walk::extract(&doc.0, &steps).as_ref().map(read))
+    Ok(walk::extract(doc, &steps).as_ref().map(read))
 }
 
-/// `json.get`: the value at `path` as text.
-pub fn get(doc: Doc, path: String) -> Result<Option<String>, String> {
-    Ok(at_path(&doc, &path, |v| match v {
+fn text_at(doc: &[u8], path: &str) -> Result<Option<String>, String> {
+    Ok(at_path(doc, path, |v| match v {
         Json::Null => None,
         Json::String(s) => Some(s.clone()),
         other => Some(other.to_string()),
@@ -73,9 +74,8 @@ pub fn get(doc: Doc, path: String) -> Result<Option<String>, String> {
     .flatten())
 }
 
-/// `json.get_int`: the integer at `path`.
-pub fn get_int(doc: Doc, path: String) -> Result<Option<i64>, String> {
-    Ok(at_path(&doc, &path, |v| {
+fn int_at(doc: &[u8], path: &str) -> Result<Option<i64>, String> {
+    Ok(at_path(doc, path, |v| {
         v.as_i64().or_else(|| {
             let x = v.as_f64()?;
             // 2^63 is exactly representable; anything below it with no
@@ -87,24 +87,104 @@ pub fn get_int(doc: Doc, path: String) -> Result<Option<i64>, String> {
     .flatten())
 }
 
+fn float_at(doc: &[u8], path: &str) -> Result<Option<f64>, String> {
+    Ok(at_path(doc, path, Json::as_f64)?.flatten())
+}
+
+fn has_at(doc: &[u8], path: &str) -> Result<bool, String> {
+    Ok(at_path(doc, path, |_| ())?.is_some())
+}
+
+/// `json.get`: the value at `path` as text.
+pub fn get(doc: Doc, path: String) -> Result<Option<String>, String> {
+    text_at(&doc.0, &path)
+}
+
+/// `json.get_int`: the integer at `path`.
+pub fn get_int(doc: Doc, path: String) -> Result<Option<i64>, String> {
+    int_at(&doc.0, &path)
+}
+
 /// `json.get_float`: the number at `path` as a float.
 pub fn get_float(doc: Doc, path: String) -> Result<Option<f64>, String> {
-    Ok(at_path(&doc, &path, Json::as_f64)?.flatten())
+    float_at(&doc.0, &path)
 }
 
 /// `json.has`: whether `path` exists in `doc`.
 pub fn has(doc: Doc, path: String) -> Result<bool, String> {
-    Ok(at_path(&doc, &path, |_| ())?.is_some())
+    has_at(&doc.0, &path)
+}
+
+/// The document argument borrowed when it is text or bytes (the usual
+/// case); other types convert as [`Doc`] does. `None`: NULL.
+fn doc_arg<'a>(value: ValueRef<'a>) -> Result<Option<Cow<'a, [u8]>>, String> {
+    match value {
+        ValueRef::Text(s) => Ok(Some(Cow::Borrowed(s.as_bytes()))),
+        ValueRef::Bytes(b) => Ok(Some(Cow::Borrowed(b))),
+        other => match Doc::from_value(other.to_owned()) {
+            Ok(doc) => Ok(Some(Cow::Owned(doc.0))),
+            Err(FromValueError::Null) => Ok(None),
+            Err(e) => Err(format!("argument 1: {e}")),
+        },
+    }
+}
+
+/// The path argument borrowed when it is text; other types convert as a
+/// `String` argument does. `None`: NULL.
+fn path_arg<'a>(value: ValueRef<'a>) -> Result<Option<Cow<'a, str>>, String> {
+    match value {
+        ValueRef::Text(s) => Ok(Some(Cow::Borrowed(s))),
+        other => match String::from_value(other.to_owned()) {
+            Ok(path) => Ok(Some(Cow::Owned(path))),
+            Err(FromValueError::Null) => Ok(None),
+            Err(e) => Err(format!("argument 2: {e}")),
+        },
+    }
+}
+
+/// Runs `f` on the borrowed document and path; NULL when either is NULL
+/// (checked in argument order, as typed functions do).
+fn with_args<T>(
+    args: &[ValueRef<'_>],
+    f: impl FnOnce(&[u8], &str) -> Result<Option<T>, String>,
+) -> Result<Option<T>, String> {
+    let Some(doc) = doc_arg(args[0])? else {
+        return Ok(None);
+    };
+    let Some(path) = path_arg(args[1])? else {
+        return Ok(None);
+    };
+    f(&doc, &path)
+}
+
+/// `json.get` with borrowed arguments (what the plugin exports).
+fn get_ref(args: &[ValueRef<'_>]) -> Result<Option<String>, String> {
+    with_args(args, text_at)
+}
+
+/// `json.get_int` with borrowed arguments.
+fn get_int_ref(args: &[ValueRef<'_>]) -> Result<Option<i64>, String> {
+    with_args(args, int_at)
+}
+
+/// `json.get_float` with borrowed arguments.
+fn get_float_ref(args: &[ValueRef<'_>]) -> Result<Option<f64>, String> {
+    with_args(args, float_at)
+}
+
+/// `json.has` with borrowed arguments.
+fn has_ref(args: &[ValueRef<'_>]) -> Result<Option<bool>, String> {
+    with_args(args, |doc, path| has_at(doc, path).map(Some))
 }
 
 ebb_guest::export! {
     name: "json",
     version: env!("CARGO_PKG_VERSION"),
     functions: {
-        scalar "get" => get, "The value at a JSON path as text (strings unquoted, objects/arrays as JSON); NULL when missing";
-        scalar "get_int" => get_int, "The integer at a JSON path; NULL when missing or not an integer";
-        scalar "get_float" => get_float, "The number at a JSON path as a float; NULL when missing or not a number";
-        scalar "has" => has, "Whether a JSON path exists in the document";
+        scalar_ref(2) "get" => get_ref, "The value at a JSON path as text (strings unquoted, objects/arrays as JSON); NULL when missing";
+        scalar_ref(2) "get_int" => get_int_ref, "The integer at a JSON path; NULL when missing or not an integer";
+        scalar_ref(2) "get_float" => get_float_ref, "The number at a JSON path as a float; NULL when missing or not a number";
+        scalar_ref(2) "has" => has_ref, "Whether a JSON path exists in the document";
     }
 }
 
