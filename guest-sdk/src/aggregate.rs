@@ -47,9 +47,16 @@ pub(crate) trait ErasedAggregate: Send + Sync {
     fn arg_count(&self) -> i32;
     fn init(&self) -> Vec<u8>;
     fn update(&self, state: &[u8], rows: Vec<Vec<Value>>) -> Result<Vec<u8>, String>;
+    /// Like `update`, with the rows produced by `rows`, which calls its
+    /// argument once per row (so a caller can reuse one row buffer).
+    fn update_each(&self, state: &[u8], rows: &mut RowFeed<'_>) -> Result<Vec<u8>, String>;
     fn merge(&self, left: &[u8], right: &[u8]) -> Result<Vec<u8>, String>;
     fn finish(&self, state: &[u8]) -> Result<Value, String>;
 }
+
+/// Feeds rows to an aggregate update: calls its argument once per row.
+pub(crate) type RowFeed<'a> =
+    dyn FnMut(&mut dyn FnMut(&[Value]) -> Result<(), String>) -> Result<(), String> + 'a;
 
 pub(crate) struct AggregateOf<A>(PhantomData<fn() -> A>);
 
@@ -73,13 +80,19 @@ impl<A: Aggregate> ErasedAggregate for AggregateOf<A> {
     }
 
     fn update(&self, state: &[u8], rows: Vec<Vec<Value>>) -> Result<Vec<u8>, String> {
+        self.update_each(state, &mut |each| {
+            rows.iter().try_for_each(|args| each(args))
+        })
+    }
+
+    fn update_each(&self, state: &[u8], rows: &mut RowFeed<'_>) -> Result<Vec<u8>, String> {
         let mut state = decode::<A>(state)?;
-        for args in rows {
+        rows(&mut |args| {
             if A::IGNORE_NULLS && args.iter().any(Value::is_null) {
-                continue;
+                return Ok(());
             }
-            A::update(&mut state, &args)?;
-        }
+            A::update(&mut state, args)
+        })?;
         Ok(A::encode(&state))
     }
 

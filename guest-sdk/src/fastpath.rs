@@ -1,8 +1,8 @@
-//! The hot path of SQL queries: a scalar batch decoded straight from the
-//! request bytes into argument values, row by row, without building the
-//! intermediate protobuf messages. Answers exactly what the general path
-//! answers; anything unusual (another call kind, repeated or unknown
-//! top-level fields) is left to the general path.
+//! The hot path of SQL queries: scalar batches and aggregate updates decoded
+//! straight from the request bytes into argument values, row by row, without
+//! building the intermediate protobuf messages. Answers exactly what the
+//! general path answers; anything unusual (another call kind, repeated or
+//! unknown top-level fields) is left to the general path.
 
 use ebb_proto::Message;
 use ebb_proto::plugin::v1 as proto;
@@ -79,22 +79,143 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The request's function name and scalar batch, when the request is a
-/// plain scalar call (each top-level field once, no other call set).
-fn split(request: &[u8]) -> Option<(&str, &[u8])> {
+/// `CallRequest` field of a scalar batch.
+const CALL_SCALAR: u64 = 2;
+/// `CallRequest` field of an aggregate update.
+const CALL_AGG_UPDATE: u64 = 4;
+
+/// The request's function name, call field and call body, when the request
+/// is a plain scalar or aggregate-update call (each top-level field once,
+/// no other call set).
+fn split(request: &[u8]) -> Option<(&str, u64, &[u8])> {
     let mut reader = Reader::new(request);
-    let (mut function, mut batch) = (None, None);
+    let (mut function, mut call) = (None, None);
     while !reader.is_empty() {
         let (field, wire) = reader.key().ok()?;
         match (field, wire) {
             (1, WIRE_LEN) if function.is_none() => {
                 function = Some(std::str::from_utf8(reader.delimited().ok()?).ok()?)
             }
-            (2, WIRE_LEN) if batch.is_none() => batch = Some(reader.delimited().ok()?),
+            (CALL_SCALAR | CALL_AGG_UPDATE, WIRE_LEN) if call.is_none() => {
+                call = Some((field, reader.delimited().ok()?))
+            }
             _ => return None,
         }
     }
-    Some((function?, batch?))
+    let (field, body) = call?;
+    Some((function?, field, body))
+}
+
+/// Answer a scalar call or an aggregate update, or `None` to take the
+/// general path.
+pub(crate) fn answer(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
+    match split(request)? {
+        (function, CALL_SCALAR, batch) => scalar(plugin, function, batch),
+        (function, _, update) => agg_update(plugin, function, update),
+    }
+}
+
+/// The `Row` slices of repeated field `rows_field` and, for an update, the
+/// last `state` (field 1).
+fn rows_of(body: &[u8], rows_field: u64) -> Result<(&[u8], Vec<&[u8]>), Malformed> {
+    let mut state: &[u8] = &[];
+    let mut rows = Vec::new();
+    let mut reader = Reader::new(body);
+    while !reader.is_empty() {
+        match reader.key()? {
+            (field, WIRE_LEN) if field == rows_field => rows.push(reader.delimited()?),
+            (1, WIRE_LEN) => state = reader.delimited()?,
+            (field, _) if field == rows_field || field == 1 => {
+                return Err(Malformed("invalid wire type"));
+            }
+            (_, wire) => reader.skip(wire)?,
+        }
+    }
+    Ok((state, rows))
+}
+
+/// Check that every row decodes, as a full decode of the request would
+/// before anything runs.
+fn check_structure<'a>(
+    plugin: &Plugin,
+    rows: &[&'a [u8]],
+    args: &mut Vec<ValueRef<'a>>,
+) -> Result<(), String> {
+    for slice in rows {
+        if let Err(Malformed(why)) = row(slice, args) {
+            return Err(format!("{}: malformed CallRequest: {why}", plugin.name()));
+        }
+    }
+    Ok(())
+}
+
+/// The general path's checks of one decoded row: argument count, then no
+/// value without a field.
+fn check_row(
+    qualified: &str,
+    index: usize,
+    args: &[ValueRef<'_>],
+    empty_at: Option<usize>,
+    arg_count: i32,
+) -> Result<(), String> {
+    if arg_count >= 0 && args.len() != arg_count as usize {
+        return Err(format!(
+            "{qualified}: row {index}: takes {arg_count} arguments, got {}",
+            args.len()
+        ));
+    }
+    if let Some(position) = empty_at {
+        return Err(format!(
+            "{qualified}: row {index}, argument {}: {}",
+            position + 1,
+            crate::value::EmptyValueError
+        ));
+    }
+    Ok(())
+}
+
+/// An aggregate update: the state decoded once, each row folded in from a
+/// reused argument buffer.
+fn agg_update(plugin: &Plugin, function: &str, body: &[u8]) -> Option<Vec<u8>> {
+    let (aggregate, arg_count) = plugin.aggregate_handler(function)?;
+    let qualified = format!("{}.{function}", plugin.name());
+    let fail = |message: String| Some(error_response(message).encode_to_vec());
+    let (state, rows) = match rows_of(body, 2) {
+        Ok(parts) => parts,
+        Err(Malformed(why)) => {
+            return fail(format!("{}: malformed CallRequest: {why}", plugin.name()));
+        }
+    };
+    // The general path converts every row before folding any in.
+    let mut args: Vec<ValueRef<'_>> = Vec::new();
+    if let Err(message) = check_structure(plugin, &rows, &mut args) {
+        return fail(message);
+    }
+    for (index, slice) in rows.iter().enumerate() {
+        let empty_at = row(slice, &mut args).ok().flatten();
+        if let Err(message) = check_row(&qualified, index, &args, empty_at, arg_count) {
+            return fail(message);
+        }
+    }
+    let mut owned: Vec<crate::value::Value> = Vec::new();
+    let updated = aggregate.update_each(state, &mut |each| {
+        for slice in &rows {
+            let _ = row(slice, &mut args);
+            owned.clear();
+            owned.extend(args.iter().map(ValueRef::to_owned));
+            each(&owned)?;
+        }
+        Ok(())
+    });
+    match updated {
+        Ok(state) => Some(
+            proto::CallResponse {
+                result: Some(Reply::State(state.into())),
+            }
+            .encode_to_vec(),
+        ),
+        Err(e) => fail(format!("{qualified}: {e}")),
+    }
 }
 
 /// One `Value` message, borrowed from the request; `None` when no field
@@ -152,58 +273,28 @@ fn row<'a>(bytes: &'a [u8], args: &mut Vec<ValueRef<'a>>) -> Result<Option<usize
     Ok(empty_at)
 }
 
-/// Answer a scalar call on a scalar function, or `None` to take the
-/// general path.
-pub(crate) fn scalar(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
-    let (function, batch) = split(request)?;
+/// A scalar call on a scalar function: each row decoded into a reused,
+/// borrowed argument buffer.
+fn scalar(plugin: &Plugin, function: &str, batch: &[u8]) -> Option<Vec<u8>> {
     let (handler, arg_count) = plugin.scalar_handler(function)?;
-    let qualified = || format!("{}.{function}", plugin.name());
+    let qualified = format!("{}.{function}", plugin.name());
     let fail = |message: String| Some(error_response(message).encode_to_vec());
-    // The rows' slices first: a malformed batch fails before any row runs,
-    // as a full decode would.
-    let mut rows = Vec::new();
-    let mut reader = Reader::new(batch);
-    while !reader.is_empty() {
-        let decoded = reader.key().and_then(|key| match key {
-            (1, WIRE_LEN) => reader.delimited().map(Some),
-            (1, _) => Err(Malformed("invalid wire type")),
-            (_, wire) => reader.skip(wire).map(|()| None),
-        });
-        match decoded {
-            Ok(Some(slice)) => rows.push(slice),
-            Ok(None) => {}
-            Err(Malformed(why)) => {
-                return fail(format!("{}: malformed CallRequest: {why}", plugin.name()));
-            }
-        }
-    }
-    // Every row is decoded once to check it (nothing is copied), so a
-    // malformed row fails the call before any row runs.
-    let mut args: Vec<ValueRef<'_>> = Vec::new();
-    for slice in &rows {
-        if let Err(Malformed(why)) = row(slice, &mut args) {
+    let rows = match rows_of(batch, 1) {
+        Ok((_, rows)) => rows,
+        Err(Malformed(why)) => {
             return fail(format!("{}: malformed CallRequest: {why}", plugin.name()));
         }
+    };
+    let mut args: Vec<ValueRef<'_>> = Vec::new();
+    if let Err(message) = check_structure(plugin, &rows, &mut args) {
+        return fail(message);
     }
+    // Each row is checked, then run, in order, as the general path does.
     let mut values = Vec::with_capacity(rows.len());
     for (index, slice) in rows.into_iter().enumerate() {
-        let Ok(empty_at) = row(slice, &mut args) else {
-            unreachable!("every row was checked above");
-        };
-        if arg_count >= 0 && args.len() != arg_count as usize {
-            return fail(format!(
-                "{}: row {index}: takes {arg_count} arguments, got {}",
-                qualified(),
-                args.len()
-            ));
-        }
-        if let Some(position) = empty_at {
-            return fail(format!(
-                "{}: row {index}, argument {}: {}",
-                qualified(),
-                position + 1,
-                crate::value::EmptyValueError
-            ));
+        let empty_at = row(slice, &mut args).ok().flatten();
+        if let Err(message) = check_row(&qualified, index, &args, empty_at, arg_count) {
+            return fail(message);
         }
         let result = match &handler {
             ScalarKind::Owned(f) => f(args.iter().map(ValueRef::to_owned).collect()),
@@ -211,7 +302,7 @@ pub(crate) fn scalar(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
         };
         match result {
             Ok(value) => values.push(proto::Value::from(value)),
-            Err(e) => return fail(format!("{}: row {index}: {e}", qualified())),
+            Err(e) => return fail(format!("{qualified}: row {index}: {e}")),
         }
     }
     Some(
@@ -246,6 +337,39 @@ mod tests {
                 first => Ok(format!("{first:?}|{:?}", args[1])),
             })
             .aggregate::<Nothing>("agg", "")
+            .aggregate::<Sum>("sum", "")
+    }
+
+    /// A sum of integers that refuses negative ones and short states.
+    struct Sum;
+
+    impl crate::Aggregate for Sum {
+        type State = i64;
+        fn init() -> i64 {
+            0
+        }
+        fn update(state: &mut i64, args: &[Value]) -> Result<(), String> {
+            let x: i64 = args[0].get().map_err(|e| e.to_string())?;
+            if x < 0 {
+                return Err(format!("negative {x}"));
+            }
+            *state = state.wrapping_add(x);
+            Ok(())
+        }
+        fn merge(left: i64, right: i64) -> i64 {
+            left.wrapping_add(right)
+        }
+        fn finish(state: i64) -> Value {
+            Value::Int(state)
+        }
+        fn encode(state: &i64) -> Vec<u8> {
+            state.to_le_bytes().to_vec()
+        }
+        fn decode(bytes: &[u8]) -> Result<i64, String> {
+            Ok(i64::from_le_bytes(
+                bytes.try_into().map_err(|_| "want 8 bytes".to_string())?,
+            ))
+        }
     }
 
     /// An aggregate, to check that scalar calls to it take the general path.
@@ -316,29 +440,47 @@ mod tests {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let mut fast_taken = 0;
         for case in 0..3000 {
-            let function =
-                ["pair", "checked", "count", "describe", "agg", "missing"][rng.below(6) as usize];
+            let function = [
+                "pair", "checked", "count", "describe", "agg", "sum", "missing",
+            ][rng.below(7) as usize];
             let rows = (0..rng.below(6))
                 .map(|_| proto::Row {
-                    args: (0..rng.below(4)).map(|_| random_value(&mut rng)).collect(),
+                    args: (0..rng.below(3)).map(|_| random_value(&mut rng)).collect(),
                 })
                 .collect();
+            let call = if rng.below(2) == 0 {
+                Call::Scalar(proto::ScalarBatch { rows })
+            } else {
+                let state = match rng.below(3) {
+                    0 => Vec::new(),
+                    1 => vec![1, 2, 3],
+                    _ => (rng.below(1000) as i64).to_le_bytes().to_vec(),
+                };
+                Call::AggUpdate(proto::AggUpdate {
+                    state: state.into(),
+                    rows,
+                })
+            };
+            let scalar_call = matches!(call, Call::Scalar(_));
             let request = proto::CallRequest {
                 function: function.into(),
-                call: Some(Call::Scalar(proto::ScalarBatch { rows })),
+                call: Some(call),
             }
             .encode_to_vec();
             let expected = general(&plugin, &request);
-            match scalar(&plugin, &request) {
+            match answer(&plugin, &request) {
                 Some(fast) => {
                     fast_taken += 1;
                     let fast = proto::CallResponse::decode(fast.as_slice()).unwrap();
                     assert_eq!(fast, expected, "case {case}: {function}");
                 }
-                None => assert!(
-                    matches!(function, "agg" | "missing"),
-                    "case {case}: {function} took the general path"
-                ),
+                None => {
+                    let aggregate = matches!(function, "agg" | "sum");
+                    assert!(
+                        function == "missing" || aggregate == scalar_call,
+                        "case {case}: {function} took the general path"
+                    );
+                }
             }
             // Truncated and corrupted requests: an error on both paths.
             let cut = rng.below(request.len() as u64 + 1) as usize;
@@ -348,7 +490,7 @@ mod tests {
                 broken[at] ^= 0xff;
             }
             let general_failed = matches!(general(&plugin, &broken).result, Some(Reply::Error(_)));
-            if let Some(fast) = scalar(&plugin, &broken) {
+            if let Some(fast) = answer(&plugin, &broken) {
                 let fast = proto::CallResponse::decode(fast.as_slice()).unwrap();
                 let fast_failed = matches!(fast.result, Some(Reply::Error(_)));
                 assert_eq!(fast_failed, general_failed, "case {case}: {broken:?}");

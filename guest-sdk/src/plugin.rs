@@ -163,6 +163,18 @@ impl Plugin {
         }
     }
 
+    /// The aggregate and declared argument count of aggregate `name`.
+    pub(crate) fn aggregate_handler(&self, name: &str) -> Option<(&dyn ErasedAggregate, i32)> {
+        match self.function(name) {
+            Some(Function {
+                handler: Handler::Aggregate(aggregate),
+                arg_count,
+                ..
+            }) => Some((aggregate.as_ref(), *arg_count)),
+            _ => None,
+        }
+    }
+
     /// Answers one request. Every failure — unknown function, wrong call kind,
     /// bad arguments, an `Err` from the function — becomes
     /// `CallResponse { error }` naming `plugin.function`; this never panics on
@@ -194,7 +206,7 @@ impl Plugin {
     /// [`Plugin::call`] on encoded bytes: decodes a `CallRequest`, encodes the
     /// `CallResponse`. This is exactly what `ebb_call` runs.
     pub fn call_encoded(&self, request: &[u8]) -> Vec<u8> {
-        if let Some(response) = crate::fastpath::scalar(self, request) {
+        if let Some(response) = crate::fastpath::answer(self, request) {
             return response;
         }
         let response = match proto::CallRequest::decode(request) {
