@@ -245,6 +245,11 @@ impl HostFunctions {
         }
         Ok((version, decl))
     }
+
+    /// A namespace only native functions use (no plugin of that name).
+    fn native_only(&self, namespace: &str) -> bool {
+        self.natives.has_namespace(namespace) && self.plugins.get(namespace).is_none()
+    }
 }
 
 impl FunctionRegistry for HostFunctions {
@@ -259,7 +264,7 @@ impl FunctionRegistry for HostFunctions {
         if let Some(native) = self.natives.scalar(plugin, name) {
             return Ok(Some(native));
         }
-        if self.natives.has_namespace(plugin) && self.plugins.get(plugin).is_none() {
+        if self.native_only(plugin) {
             return Err(format!("no function {plugin}.{name}"));
         }
         let (version, decl) = self.lookup(plugin, name)?;
@@ -286,7 +291,7 @@ impl FunctionRegistry for HostFunctions {
         if let Some(native) = self.natives.aggregate(plugin, name) {
             return Ok(Some(native));
         }
-        if self.natives.has_namespace(plugin) && self.plugins.get(plugin).is_none() {
+        if self.native_only(plugin) {
             return Ok(None);
         }
         let (version, decl) = self.lookup(plugin, name)?;
