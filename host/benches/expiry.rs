@@ -10,13 +10,12 @@
 //! `EBB_BENCH_SECONDS`, `EBB_BENCH_PRELOAD` and `EBB_BENCH_WAIT_SECONDS`
 //! shorten or lengthen the phases.
 
-use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
 
 use bytes::Bytes;
-use common::wasm;
+use common::{env_or, wasm};
 use ebb_host::{BatchOp, BindRequest, Durability, Expiry, Node, NodeConfig, Table};
 use tokio::task::JoinSet;
 
@@ -32,20 +31,14 @@ const PRELOAD_BATCH: usize = 10_000;
 const POLL: Duration = Duration::from_millis(10);
 
 fn main() {
-    // `cargo test --all-targets` runs bench binaries without `--bench`: do
-    // nothing then, a run takes about a minute.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("expiry bench: run with `make bench-expiry`");
+    if !common::benchmarking("make bench-expiry") {
         return;
     }
     let seconds: u64 = env_or("EBB_BENCH_SECONDS", 10);
     let preload: usize = env_or("EBB_BENCH_PRELOAD", 200_000);
     let wait = Duration::from_secs(env_or("EBB_BENCH_WAIT_SECONDS", 60));
     let dir = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     let node = runtime
         .block_on(Node::open(NodeConfig::new(dir.path().join("ebb"))))
         .unwrap();
@@ -375,13 +368,6 @@ fn print_results(node: &Node, seconds: u64, preload: usize, wait: Duration, phas
 fn percentile(values: &[i64], q: f64) -> Option<i64> {
     let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len().max(1));
     values.get(rank - 1).copied()
-}
-
-fn env_or<T: FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn unix_ms() -> u64 {

@@ -39,20 +39,12 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("plugins bench: run with `make bench-plugins`");
+    if !common::benchmarking("make bench-plugins") {
         return;
     }
-    let rows: usize = std::env::var("ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
+    let rows: usize = common::env_or("ROWS", 1_000_000);
     let dir = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     let store = Arc::new(MemoryStore::new());
     let node = runtime
         .block_on(Node::open_with_store(

@@ -25,22 +25,12 @@ fn row(i: usize) -> (String, String) {
 }
 
 fn main() {
-    // `cargo test --all-targets` runs bench binaries without `--bench`: do
-    // nothing then, the load takes minutes.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("sql_vs_sqlite: run with `make bench-sql`");
+    if !common::benchmarking("make bench-sql") {
         return;
     }
-    let rows: usize = std::env::var("ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
+    let rows: usize = common::env_or("ROWS", 1_000_000);
     let dir = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
 
     eprintln!("loading {rows} rows into ebb and SQLite...");
     let mut config = NodeConfig::new(dir.path().join("ebb"));

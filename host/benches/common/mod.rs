@@ -87,3 +87,30 @@ pub fn wasm(name: &str) -> Vec<u8> {
     std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e}; run `make plugins` first", path.display()))
 }
+
+/// Whether the binary runs as a benchmark: `cargo test --all-targets` runs
+/// bench binaries without `--bench`, and then they only print how to run.
+pub fn benchmarking(how: &str) -> bool {
+    let bench = std::env::args().any(|a| a == "--bench");
+    if !bench {
+        println!("run with `{how}`");
+    }
+    bench
+}
+
+/// Environment variable `name` parsed, or `default` when unset or unparsable.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The benchmarks' runtime: multi-threaded, one worker per core here.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
