@@ -201,8 +201,8 @@ async fn failing_events_back_off_then_dead_letter_and_redrive_after_the_fix() {
             .map(|b| format!("{b:02x}"))
             .collect(),
     ];
-    assert_eq!(node.redrive("jobs", Some(one)).await.unwrap(), 1);
-    assert_eq!(node.redrive("jobs", None).await.unwrap(), 4);
+    assert_eq!(node.redrive("jobs", Some(one)).await.unwrap(), (1, false));
+    assert_eq!(node.redrive("jobs", None).await.unwrap(), (4, false));
     eventually(Duration::from_secs(10), "55 archived jobs", || async {
         live(&node, "jobs_archive").await == 55
     })

@@ -234,13 +234,35 @@ pub fn run(
                 "/v1/tables/{}/expiry/dead-letters/redrive",
                 encode_segment(&table)
             );
-            let json = client
-                .send("POST", &path, Some((body.as_bytes(), "application/json")))?
-                .json()?;
-            if human {
-                println!("redriven: {} events back in the outbox", json["redriven"]);
+            // Without ids, redrive in rounds of up to 10 000 until none
+            // remain, but no more rounds than the dead letters there were at
+            // the start need (events that fail again are not chased).
+            let rounds = if ids.is_empty() {
+                // No status (nothing bound): one round, which reports why.
+                let dead = client
+                    .send("GET", &handler_path(&table), None)
+                    .and_then(|reply| reply.json())
+                    .map_or(0, |status| {
+                        status["status"]["dead_letters"].as_u64().unwrap_or(0)
+                    });
+                dead / 10_000 + 1
             } else {
-                print_json(&json);
+                1
+            };
+            let mut total = 0;
+            for round in 1..=rounds {
+                let json = client
+                    .send("POST", &path, Some((body.as_bytes(), "application/json")))?
+                    .json()?;
+                total += json["redriven"].as_u64().unwrap_or(0);
+                if !json["more"].as_bool().unwrap_or(false) || round == rounds {
+                    if human {
+                        println!("redriven: {total} events back in the outbox");
+                    } else {
+                        print_json(&json!({ "redriven": total }));
+                    }
+                    break;
+                }
             }
         }
     }

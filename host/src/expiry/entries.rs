@@ -75,17 +75,22 @@ pub fn list_dead_letters(
     Ok(DeadLetterPage { events, next })
 }
 
+/// Most dead letters one redrive moves (one write batch).
+pub const MAX_REDRIVE: usize = 10_000;
+
 /// Move dead letters of `table` back into the outbox, as fresh events
-/// (attempt 0) under new sequence numbers: all of them, or those in `ids`.
-/// One atomic write, so a crash leaves each event in exactly one place.
-/// Returns the events now in the outbox, to hand to the dispatcher.
+/// (attempt 0) under new sequence numbers: those in `ids`, or else the
+/// first [`MAX_REDRIVE`] by id. One atomic write, so a crash leaves each
+/// event in exactly one place. Returns the events now in the outbox (to
+/// hand to the dispatcher) and whether more dead letters remain unmoved.
 pub fn redrive(
     store: &dyn KvStore,
     outbox: &Outbox,
     table: &TableName,
     ids: Option<&[Vec<u8>]>,
-) -> Result<Vec<PendingEvent>, StoreError> {
+) -> Result<(Vec<PendingEvent>, bool), StoreError> {
     let mut dead = Vec::new();
+    let mut more = false;
     match ids {
         Some(ids) => {
             for id in ids {
@@ -98,14 +103,11 @@ pub fn redrive(
                 })?;
             }
         }
-        None => store.scan_family(
-            Family::DeadLetters,
-            &dead_letter_prefix(table),
-            &mut |k, v| {
-                dead.push(PendingEvent::decode(k, v)?);
-                Ok(())
-            },
-        )?,
+        None => {
+            let page = list_dead_letters(store, table, None, MAX_REDRIVE)?;
+            more = page.next.is_some();
+            dead = page.events;
+        }
     }
     let mut writes = Vec::with_capacity(dead.len() * 2);
     let mut revived = Vec::with_capacity(dead.len());
@@ -124,7 +126,7 @@ pub fn redrive(
     if !writes.is_empty() {
         store.write_entries(&writes, true)?;
     }
-    Ok(revived)
+    Ok((revived, more))
 }
 
 /// Delete `events` from the outbox (fsynced).
@@ -190,11 +192,13 @@ mod tests {
         let outbox = Outbox::new();
         outbox.continue_after(100);
         let one = first.events[0].event().id.to_vec();
-        let revived = redrive(&store, &outbox, &table, Some(&[one])).unwrap();
+        let (revived, more) = redrive(&store, &outbox, &table, Some(&[one])).unwrap();
+        assert!(!more);
         assert_eq!(revived.len(), 1);
         assert_eq!(revived[0].event().attempt, 0);
         assert_eq!(outbox_seq(&revived[0].key), Some(101));
-        let rest = redrive(&store, &outbox, &table, None).unwrap();
+        let (rest, more) = redrive(&store, &outbox, &table, None).unwrap();
+        assert!(!more, "all four fit one redrive");
         assert_eq!(rest.len(), 4);
         let (loaded, highest) = load_outbox(&store).unwrap();
         assert_eq!((loaded.len(), highest), (5, 105));
@@ -202,5 +206,24 @@ mod tests {
         assert_eq!((counts.get(&table), counts[&other]), (None, 1));
         delete_from_outbox(&store, &loaded).unwrap();
         assert!(load_outbox(&store).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn one_redrive_moves_at_most_max_redrive_and_says_more_remain() {
+        let store = MemoryStore::new();
+        let table = TableName::new("t").unwrap();
+        let puts: Vec<FamilyWrite> = (0..MAX_REDRIVE + 5)
+            .map(|i| {
+                let e = dead(&table, &format!("k{i}"));
+                FamilyWrite::Put(Family::DeadLetters, e.key.clone(), e.encode())
+            })
+            .collect();
+        store.write_entries(&puts, false).unwrap();
+        let outbox = Outbox::new();
+        let (first, more) = redrive(&store, &outbox, &table, None).unwrap();
+        assert_eq!((first.len(), more), (MAX_REDRIVE, true));
+        let (rest, more) = redrive(&store, &outbox, &table, None).unwrap();
+        assert_eq!((rest.len(), more), (5, false));
+        assert_eq!(load_outbox(&store).unwrap().0.len(), MAX_REDRIVE + 5);
     }
 }

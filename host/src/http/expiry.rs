@@ -203,7 +203,8 @@ pub struct RedriveBody {
     ids: Option<Vec<String>>,
 }
 
-/// `POST /v1/tables/{t}/expiry/dead-letters/redrive` with optional `{"ids": [...]}`.
+/// `POST /v1/tables/{t}/expiry/dead-letters/redrive` with optional `{"ids": [...]}`;
+/// answers `{"redriven": n, "more": bool}` (redrive again while `more`).
 pub async fn redrive(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
@@ -212,6 +213,6 @@ pub async fn redrive(
 ) -> Result<Json<Value>, ApiError> {
     let table = path(target)?;
     let body: RedriveBody = json_body(&headers, body, true).await?;
-    let count = app.node.redrive(&table, body.ids).await?;
-    Ok(Json(json!({ "redriven": count })))
+    let (count, more) = app.node.redrive(&table, body.ids).await?;
+    Ok(Json(json!({ "redriven": count, "more": more })))
 }

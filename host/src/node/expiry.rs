@@ -300,15 +300,25 @@ impl Node {
         .await
     }
 
-    /// Move dead letters of `table` back into the outbox (all, or those
-    /// with the given hex ids) as fresh events. The table must be bound.
-    /// Returns how many were redriven.
+    /// Move dead letters of `table` back into the outbox as fresh events:
+    /// those with the given hex ids (at most 10 000), or else up to 10 000
+    /// of them. The table must be bound. Returns how many moved and whether
+    /// more remain (redrive again).
     pub async fn redrive(
         &self,
         table: &str,
         ids: Option<Vec<String>>,
-    ) -> Result<usize, ExpiryError> {
+    ) -> Result<(usize, bool), ExpiryError> {
         let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        if let Some(ids) = &ids
+            && ids.len() > entries::MAX_REDRIVE
+        {
+            return Err(ExpiryError::Invalid(format!(
+                "{} ids given; one redrive takes at most {}, send them in several requests",
+                ids.len(),
+                entries::MAX_REDRIVE
+            )));
+        }
         let ids = ids
             .map(|ids| {
                 ids.iter()
@@ -330,14 +340,14 @@ impl Node {
                 )));
             }
             let outbox = &node.inner.outbox;
-            let revived = entries::redrive(&*store, outbox, &table, ids.as_deref())?;
+            let (revived, more) = entries::redrive(&*store, outbox, &table, ids.as_deref())?;
             let count = revived.len();
             outbox
                 .stats(&table)
                 .dead_letters
                 .fetch_sub(count as u64, Ordering::Relaxed);
             outbox.deliver(revived);
-            Ok(count)
+            Ok((count, more))
         })
         .await
     }
