@@ -1,88 +1,24 @@
 //! The hot path of SQL queries: scalar batches and aggregate updates decoded
-//! straight from the request bytes into argument values, row by row, without
+//! straight from the request bytes into borrowed argument values (each row
+//! once), and scalar answers written straight as response bytes, without
 //! building the intermediate protobuf messages. Answers exactly what the
 //! general path answers; anything unusual (another call kind, repeated or
 //! unknown top-level fields) is left to the general path.
 
 use ebb_proto::Message;
 use ebb_proto::plugin::v1 as proto;
+use ebb_proto::wire::{self, Malformed, Reader, WIRE_LEN};
 use proto::call_response::Result as Reply;
 
 use crate::plugin::{Plugin, ScalarKind, error_response};
-use crate::value::ValueRef;
-
-const WIRE_VARINT: u64 = 0;
-const WIRE_FIXED64: u64 = 1;
-const WIRE_LEN: u64 = 2;
-const WIRE_FIXED32: u64 = 5;
-
-/// A cursor over protobuf bytes.
-struct Reader<'a> {
-    bytes: &'a [u8],
-}
-
-/// The bytes are not a valid message.
-struct Malformed(&'static str);
-
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
-        Reader { bytes }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-
-    fn varint(&mut self) -> Result<u64, Malformed> {
-        let mut value = 0u64;
-        for (i, byte) in self.bytes.iter().enumerate().take(10) {
-            value |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                self.bytes = &self.bytes[i + 1..];
-                return Ok(value);
-            }
-        }
-        Err(Malformed("invalid varint"))
-    }
-
-    fn take(&mut self, len: usize) -> Result<&'a [u8], Malformed> {
-        if len > self.bytes.len() {
-            return Err(Malformed("buffer underflow"));
-        }
-        let (head, tail) = self.bytes.split_at(len);
-        self.bytes = tail;
-        Ok(head)
-    }
-
-    fn key(&mut self) -> Result<(u64, u64), Malformed> {
-        let key = self.varint()?;
-        let field = key >> 3;
-        if field == 0 {
-            return Err(Malformed("invalid field number 0"));
-        }
-        Ok((field, key & 7))
-    }
-
-    fn delimited(&mut self) -> Result<&'a [u8], Malformed> {
-        let len = usize::try_from(self.varint()?).map_err(|_| Malformed("length too large"))?;
-        self.take(len)
-    }
-
-    fn skip(&mut self, wire: u64) -> Result<(), Malformed> {
-        match wire {
-            WIRE_VARINT => self.varint().map(drop),
-            WIRE_FIXED64 => self.take(8).map(drop),
-            WIRE_LEN => self.delimited().map(drop),
-            WIRE_FIXED32 => self.take(4).map(drop),
-            _ => Err(Malformed("unsupported wire type")),
-        }
-    }
-}
+use crate::value::{Value, ValueRef};
 
 /// `CallRequest` field of a scalar batch.
 const CALL_SCALAR: u64 = 2;
 /// `CallRequest` field of an aggregate update.
 const CALL_AGG_UPDATE: u64 = 4;
+/// `CallResponse` field of a scalar result.
+const RESPONSE_SCALAR: u32 = 1;
 
 /// The request's function name, call field and call body, when the request
 /// is a plain scalar or aggregate-update call (each top-level field once,
@@ -115,38 +51,79 @@ pub(crate) fn answer(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// The `Row` slices of repeated field `rows_field` and, for an update, the
-/// last `state` (field 1).
-fn rows_of(body: &[u8], rows_field: u64) -> Result<(&[u8], Vec<&[u8]>), Malformed> {
-    let mut state: &[u8] = &[];
-    let mut rows = Vec::new();
-    let mut reader = Reader::new(body);
+/// The rows of a batch, decoded once: every row's arguments back to back,
+/// borrowed from the request.
+struct Rows<'a> {
+    /// The last `state` (field 1) of an update.
+    state: &'a [u8],
+    /// All arguments, row after row.
+    args: Vec<ValueRef<'a>>,
+    /// Per row: where its arguments end in `args`, and the position of its
+    /// first value with no field set (which fails the row).
+    ends: Vec<(usize, Option<usize>)>,
+}
+
+impl<'a> Rows<'a> {
+    /// Decode repeated `Row` field `rows_field` of `body` (and, for an
+    /// update, its `state`). Every row is decoded before any runs, as a full
+    /// decode of the request would be.
+    fn decode(body: &'a [u8], rows_field: u64) -> Result<Self, Malformed> {
+        let mut rows = Rows {
+            state: &[],
+            args: Vec::new(),
+            ends: Vec::new(),
+        };
+        let mut reader = Reader::new(body);
+        while !reader.is_empty() {
+            match reader.key()? {
+                (field, WIRE_LEN) if field == rows_field => {
+                    let empty_at = row(reader.delimited()?, &mut rows.args)?;
+                    rows.ends.push((rows.args.len(), empty_at));
+                }
+                (1, WIRE_LEN) => rows.state = reader.delimited()?,
+                (field, _) if field == rows_field || field == 1 => {
+                    return Err(Malformed("invalid wire type"));
+                }
+                (_, wire) => reader.skip(wire)?,
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Each row: its index, its arguments and its first empty value.
+    fn iter(&self) -> impl Iterator<Item = (usize, &[ValueRef<'a>], Option<usize>)> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .enumerate()
+            .map(move |(index, &(end, empty_at))| {
+                let args = &self.args[start..end];
+                start = end;
+                (index, args, empty_at)
+            })
+    }
+}
+
+/// Append one `Row` message's values to `args`; the position (within the
+/// row) of the first value with no field set.
+fn row<'a>(bytes: &'a [u8], args: &mut Vec<ValueRef<'a>>) -> Result<Option<usize>, Malformed> {
+    let start = args.len();
+    let mut empty_at = None;
+    let mut reader = Reader::new(bytes);
     while !reader.is_empty() {
         match reader.key()? {
-            (field, WIRE_LEN) if field == rows_field => rows.push(reader.delimited()?),
-            (1, WIRE_LEN) => state = reader.delimited()?,
-            (field, _) if field == rows_field || field == 1 => {
-                return Err(Malformed("invalid wire type"));
-            }
+            (1, WIRE_LEN) => match wire::read_value(reader.delimited()?)? {
+                Some(value) => args.push(ValueRef::from(value)),
+                None => {
+                    empty_at.get_or_insert(args.len() - start);
+                    args.push(ValueRef::Null);
+                }
+            },
+            (1, _) => return Err(Malformed("invalid wire type")),
             (_, wire) => reader.skip(wire)?,
         }
     }
-    Ok((state, rows))
-}
-
-/// Check that every row decodes, as a full decode of the request would
-/// before anything runs.
-fn check_structure<'a>(
-    plugin: &Plugin,
-    rows: &[&'a [u8]],
-    args: &mut Vec<ValueRef<'a>>,
-) -> Result<(), String> {
-    for slice in rows {
-        if let Err(Malformed(why)) = row(slice, args) {
-            return Err(format!("{}: malformed CallRequest: {why}", plugin.name()));
-        }
-    }
-    Ok(())
+    Ok(empty_at)
 }
 
 /// The general path's checks of one decoded row: argument count, then no
@@ -174,33 +151,30 @@ fn check_row(
     Ok(())
 }
 
+fn decoded<'a>(plugin: &Plugin, body: &'a [u8], rows_field: u64) -> Result<Rows<'a>, String> {
+    Rows::decode(body, rows_field)
+        .map_err(|Malformed(why)| format!("{}: malformed CallRequest: {why}", plugin.name()))
+}
+
 /// An aggregate update: the state decoded once, each row folded in from a
 /// reused argument buffer.
 fn agg_update(plugin: &Plugin, function: &str, body: &[u8]) -> Option<Vec<u8>> {
     let (aggregate, arg_count) = plugin.aggregate_handler(function)?;
     let qualified = format!("{}.{function}", plugin.name());
     let fail = |message: String| Some(error_response(message).encode_to_vec());
-    let (state, rows) = match rows_of(body, 2) {
-        Ok(parts) => parts,
-        Err(Malformed(why)) => {
-            return fail(format!("{}: malformed CallRequest: {why}", plugin.name()));
-        }
+    let rows = match decoded(plugin, body, 2) {
+        Ok(rows) => rows,
+        Err(message) => return fail(message),
     };
     // The general path converts every row before folding any in.
-    let mut args: Vec<ValueRef<'_>> = Vec::new();
-    if let Err(message) = check_structure(plugin, &rows, &mut args) {
-        return fail(message);
-    }
-    for (index, slice) in rows.iter().enumerate() {
-        let empty_at = row(slice, &mut args).ok().flatten();
-        if let Err(message) = check_row(&qualified, index, &args, empty_at, arg_count) {
+    for (index, args, empty_at) in rows.iter() {
+        if let Err(message) = check_row(&qualified, index, args, empty_at, arg_count) {
             return fail(message);
         }
     }
-    let mut owned: Vec<crate::value::Value> = Vec::new();
-    let updated = aggregate.update_each(state, &mut |each| {
-        for slice in &rows {
-            let _ = row(slice, &mut args);
+    let mut owned: Vec<Value> = Vec::new();
+    let updated = aggregate.update_each(rows.state, &mut |each| {
+        for (_, args, _) in rows.iter() {
             owned.clear();
             owned.extend(args.iter().map(ValueRef::to_owned));
             each(&owned)?;
@@ -218,105 +192,40 @@ fn agg_update(plugin: &Plugin, function: &str, body: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// One `Value` message, borrowed from the request; `None` when no field
-/// is set.
-fn value(bytes: &[u8]) -> Result<Option<ValueRef<'_>>, Malformed> {
-    let mut reader = Reader::new(bytes);
-    let mut kind = None;
-    while !reader.is_empty() {
-        let (field, wire) = reader.key()?;
-        kind = Some(match (field, wire) {
-            (1, WIRE_VARINT) => {
-                reader.varint()?;
-                ValueRef::Null
-            }
-            (2, WIRE_VARINT) => ValueRef::Bool(reader.varint()? != 0),
-            (3, WIRE_VARINT) => ValueRef::Int(reader.varint()? as i64),
-            (4, WIRE_FIXED64) => {
-                let raw: [u8; 8] = reader.take(8)?.try_into().expect("took 8 bytes");
-                ValueRef::Float(f64::from_le_bytes(raw))
-            }
-            (5, WIRE_LEN) => ValueRef::Text(
-                std::str::from_utf8(reader.delimited()?)
-                    .map_err(|_| Malformed("invalid string value: data is not UTF-8 encoded"))?,
-            ),
-            (6, WIRE_LEN) => ValueRef::Bytes(reader.delimited()?),
-            (1..=6, _) => return Err(Malformed("invalid wire type")),
-            (_, wire) => {
-                reader.skip(wire)?;
-                continue;
-            }
-        });
-    }
-    Ok(kind)
-}
-
-/// One `Row` message into `args` (cleared first); returns the position of
-/// the first value with no field set (which fails the row).
-fn row<'a>(bytes: &'a [u8], args: &mut Vec<ValueRef<'a>>) -> Result<Option<usize>, Malformed> {
-    args.clear();
-    let mut empty_at = None;
-    let mut reader = Reader::new(bytes);
-    while !reader.is_empty() {
-        match reader.key()? {
-            (1, WIRE_LEN) => match value(reader.delimited()?)? {
-                Some(value) => args.push(value),
-                None => {
-                    empty_at.get_or_insert(args.len());
-                    args.push(ValueRef::Null);
-                }
-            },
-            (1, _) => return Err(Malformed("invalid wire type")),
-            (_, wire) => reader.skip(wire)?,
-        }
-    }
-    Ok(empty_at)
-}
-
-/// A scalar call on a scalar function: each row decoded into a reused,
-/// borrowed argument buffer.
+/// A scalar call on a scalar function: each row run on its borrowed
+/// arguments, each result appended to the response as it comes.
 fn scalar(plugin: &Plugin, function: &str, batch: &[u8]) -> Option<Vec<u8>> {
     let (handler, arg_count) = plugin.scalar_handler(function)?;
     let qualified = format!("{}.{function}", plugin.name());
     let fail = |message: String| Some(error_response(message).encode_to_vec());
-    let rows = match rows_of(batch, 1) {
-        Ok((_, rows)) => rows,
-        Err(Malformed(why)) => {
-            return fail(format!("{}: malformed CallRequest: {why}", plugin.name()));
-        }
+    let rows = match decoded(plugin, batch, 1) {
+        Ok(rows) => rows,
+        Err(message) => return fail(message),
     };
-    let mut args: Vec<ValueRef<'_>> = Vec::new();
-    if let Err(message) = check_structure(plugin, &rows, &mut args) {
-        return fail(message);
-    }
     // Each row is checked, then run, in order, as the general path does.
-    let mut values = Vec::with_capacity(rows.len());
-    for (index, slice) in rows.into_iter().enumerate() {
-        let empty_at = row(slice, &mut args).ok().flatten();
-        if let Err(message) = check_row(&qualified, index, &args, empty_at, arg_count) {
+    let mut values = Vec::with_capacity(rows.ends.len() * 4);
+    for (index, args, empty_at) in rows.iter() {
+        if let Err(message) = check_row(&qualified, index, args, empty_at, arg_count) {
             return fail(message);
         }
         let result = match &handler {
             ScalarKind::Owned(f) => f(args.iter().map(ValueRef::to_owned).collect()),
-            ScalarKind::Borrowed(f) => f(&args),
+            ScalarKind::Borrowed(f) => f(args),
         };
         match result {
-            Ok(value) => values.push(proto::Value::from(value)),
+            Ok(value) => wire::put_value_field(&mut values, 1, &value.as_ref().into()),
             Err(e) => return fail(format!("{qualified}: row {index}: {e}")),
         }
     }
-    Some(
-        proto::CallResponse {
-            result: Some(Reply::Scalar(proto::ScalarResult { values })),
-        }
-        .encode_to_vec(),
-    )
+    // CallResponse { scalar: ScalarResult { values } }
+    let mut response = Vec::with_capacity(wire::delimited_len(values.len()));
+    wire::put_delimited(&mut response, RESPONSE_SCALAR, &values);
+    Some(response)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Value;
     use proto::call_request::Call;
 
     fn plugin() -> Plugin {

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use ebb_proto::plugin::v1 as proto;
+use ebb_proto::wire::WireValue;
 use proto::value::Kind;
 
 /// One SQL value crossing the ABI; mirrors `ebb.plugin.v1.Value`.
@@ -80,6 +81,32 @@ impl<'a> ValueRef<'a> {
             ValueRef::Float(x) => Value::Float(x),
             ValueRef::Text(s) => Value::Text(s.to_owned()),
             ValueRef::Bytes(b) => Value::Bytes(b.to_vec()),
+        }
+    }
+}
+
+impl<'a> From<WireValue<'a>> for ValueRef<'a> {
+    fn from(value: WireValue<'a>) -> Self {
+        match value {
+            WireValue::Null => ValueRef::Null,
+            WireValue::Bool(b) => ValueRef::Bool(b),
+            WireValue::Int(i) => ValueRef::Int(i),
+            WireValue::Float(x) => ValueRef::Float(x),
+            WireValue::Text(s) => ValueRef::Text(s),
+            WireValue::Bytes(b) => ValueRef::Bytes(b),
+        }
+    }
+}
+
+impl<'a> From<ValueRef<'a>> for WireValue<'a> {
+    fn from(value: ValueRef<'a>) -> Self {
+        match value {
+            ValueRef::Null => WireValue::Null,
+            ValueRef::Bool(b) => WireValue::Bool(b),
+            ValueRef::Int(i) => WireValue::Int(i),
+            ValueRef::Float(x) => WireValue::Float(x),
+            ValueRef::Text(s) => WireValue::Text(s),
+            ValueRef::Bytes(b) => WireValue::Bytes(b),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! of the on-disk format); `query::v1` is the SQL page protocol and the
 //! cursor format; `plugin::v1` is the WASM plugin ABI; `expiry::v1` is an
 //! expiry event at rest (outbox and dead letters). Field numbers never change
-//! meaning.
+//! meaning. `wire` reads and writes the ABI's per-row messages by hand for
+//! the hot path of plugin calls.
 
 /// The persisted record envelope (`ebb.record.v1`).
 pub mod record {
@@ -37,5 +38,7 @@ pub mod expiry {
         include!(concat!(env!("OUT_DIR"), "/ebb.expiry.v1.rs"));
     }
 }
+
+pub mod wire;
 
 pub use prost::Message;

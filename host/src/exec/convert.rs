@@ -1,9 +1,11 @@
 //! Conversions of SQL values: to and from the protobuf `Value` (shared by
-//! cursors, the page protocol and the plugin ABI) and JSON.
+//! cursors, the page protocol and the plugin ABI), its hand-written wire
+//! form, and JSON.
 
 use base64::Engine as _;
 use bytes::Bytes;
 use ebb_proto::plugin::v1 as pb;
+use ebb_proto::wire::WireValue;
 use ebb_query::Value;
 use serde_json::{Value as Json, json};
 
@@ -33,6 +35,30 @@ pub fn from_proto(value: &pb::Value) -> Result<Value, String> {
         Some(Kind::Text(t)) => Value::text(t.as_str()),
         Some(Kind::Bytes(b)) => Value::Bytes(b.clone()),
     })
+}
+
+/// `value` as the wire writes it.
+pub fn wire_value(value: &Value) -> WireValue<'_> {
+    match value {
+        Value::Null => WireValue::Null,
+        Value::Bool(b) => WireValue::Bool(*b),
+        Value::Int(i) => WireValue::Int(*i),
+        Value::Float(x) => WireValue::Float(*x),
+        Value::Text(t) => WireValue::Text(t),
+        Value::Bytes(b) => WireValue::Bytes(b),
+    }
+}
+
+/// A SQL value read from the wire (text and bytes copied out).
+pub fn from_wire(value: WireValue<'_>) -> Value {
+    match value {
+        WireValue::Null => Value::Null,
+        WireValue::Bool(b) => Value::Bool(b),
+        WireValue::Int(i) => Value::Int(i),
+        WireValue::Float(x) => Value::Float(x),
+        WireValue::Text(t) => Value::text(t),
+        WireValue::Bytes(b) => Value::Bytes(Bytes::copy_from_slice(b)),
+    }
 }
 
 /// A result value as JSON: bytes as a string when valid UTF-8, else

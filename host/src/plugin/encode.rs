@@ -1,150 +1,92 @@
-//! Call requests encoded straight from SQL columns: the bytes prost would
-//! write for the same `CallRequest`, without building a `Row` and a `Value`
-//! message per row first (the per-row cost of plugin calls in queries).
+//! Call requests encoded straight from SQL columns into a reused buffer:
+//! the bytes prost would write for the same `CallRequest`, without building
+//! a `Row` and a `Value` message per row first (the per-row cost of plugin
+//! calls in queries).
 
 use bytes::Bytes;
+use ebb_proto::wire::{self, WIRE_LEN};
 use ebb_query::Value;
 
-const WIRE_VARINT: u32 = 0;
-const WIRE_FIXED64: u32 = 1;
-const WIRE_LEN: u32 = 2;
+use crate::exec::convert::wire_value;
 
-fn varint_len(mut value: u64) -> usize {
-    let mut len = 1;
-    while value >= 0x80 {
-        value >>= 7;
-        len += 1;
-    }
-    len
-}
-
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-fn put_key(out: &mut Vec<u8>, field: u32, wire: u32) {
-    put_varint(out, u64::from(field << 3 | wire));
-}
-
-/// Length of a field (one-byte key) holding `len` bytes.
-fn delimited_len(len: usize) -> usize {
-    1 + varint_len(len as u64) + len
-}
-
-fn put_delimited(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
-    put_key(out, field, WIRE_LEN);
-    put_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
-
-/// Encoded length of `ebb.plugin.v1.Value` for `value`.
-fn value_len(value: &Value) -> usize {
-    match value {
-        Value::Null | Value::Bool(_) => 2,
-        Value::Int(i) => 1 + varint_len(*i as u64),
-        Value::Float(_) => 9,
-        Value::Text(t) => delimited_len(t.len()),
-        Value::Bytes(b) => delimited_len(b.len()),
-    }
-}
-
-fn put_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
-        Value::Null => {
-            put_key(out, 1, WIRE_VARINT);
-            out.push(1);
-        }
-        Value::Bool(b) => {
-            put_key(out, 2, WIRE_VARINT);
-            out.push(u8::from(*b));
-        }
-        Value::Int(i) => {
-            put_key(out, 3, WIRE_VARINT);
-            put_varint(out, *i as u64);
-        }
-        Value::Float(x) => {
-            put_key(out, 4, WIRE_FIXED64);
-            out.extend_from_slice(&x.to_le_bytes());
-        }
-        Value::Text(t) => put_delimited(out, 5, t.as_bytes()),
-        Value::Bytes(b) => put_delimited(out, 6, b),
-    }
-}
-
+/// Encoded length of row `row`'s `Row` message.
 fn row_len(args: &[Vec<Value>], row: usize) -> usize {
     args.iter()
-        .map(|column| delimited_len(value_len(&column[row])))
+        .map(|column| wire::delimited_len(wire::value_len(&wire_value(&column[row]))))
+        .sum()
+}
+
+/// Encoded length of `rows` rows as repeated `Row` fields.
+fn rows_len(args: &[Vec<Value>], rows: usize) -> usize {
+    (0..rows)
+        .map(|row| wire::delimited_len(row_len(args, row)))
         .sum()
 }
 
 /// `rows` rows of `args` as repeated `Row` fields numbered `field`.
-fn put_rows(out: &mut Vec<u8>, field: u32, args: &[Vec<Value>], rows: usize, lens: &[usize]) {
-    for (row, len) in lens.iter().enumerate().take(rows) {
-        put_key(out, field, WIRE_LEN);
-        put_varint(out, *len as u64);
+fn put_rows(out: &mut Vec<u8>, field: u32, args: &[Vec<Value>], rows: usize) {
+    for row in 0..rows {
+        wire::put_key(out, field, WIRE_LEN);
+        wire::put_varint(out, row_len(args, row) as u64);
         for column in args {
-            let value = &column[row];
-            put_key(out, 1, WIRE_LEN);
-            put_varint(out, value_len(value) as u64);
-            put_value(out, value);
+            wire::put_value_field(out, 1, &wire_value(&column[row]));
         }
     }
 }
 
+/// Write `CallRequest { function, <call_field>: body }` into `out`
+/// (cleared first; its capacity is reused).
 fn request(
+    out: &mut Vec<u8>,
     function: &str,
     call_field: u32,
     body_len: usize,
     body: impl FnOnce(&mut Vec<u8>),
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(delimited_len(function.len()) + delimited_len(body_len));
+) {
+    out.clear();
+    out.reserve(wire::delimited_len(function.len()) + wire::delimited_len(body_len));
     if !function.is_empty() {
-        put_delimited(&mut out, 1, function.as_bytes());
+        wire::put_delimited(out, 1, function.as_bytes());
     }
-    put_key(&mut out, call_field, WIRE_LEN);
-    put_varint(&mut out, body_len as u64);
+    wire::put_key(out, call_field, WIRE_LEN);
+    wire::put_varint(out, body_len as u64);
     let start = out.len();
-    body(&mut out);
+    body(out);
     debug_assert_eq!(
         out.len() - start,
         body_len,
         "computed and written lengths agree"
     );
-    out
 }
 
-/// `CallRequest { function, scalar: ScalarBatch { rows } }`.
-pub fn scalar_request(function: &str, args: &[Vec<Value>], rows: usize) -> Vec<u8> {
-    let lens: Vec<usize> = (0..rows).map(|row| row_len(args, row)).collect();
-    let body_len = lens.iter().map(|len| delimited_len(*len)).sum();
-    request(function, 2, body_len, |out| {
-        put_rows(out, 1, args, rows, &lens)
+/// `CallRequest { function, scalar: ScalarBatch { rows } }` into `out`.
+pub fn scalar_request(out: &mut Vec<u8>, function: &str, args: &[Vec<Value>], rows: usize) {
+    let body_len = rows_len(args, rows);
+    request(out, function, 2, body_len, |out| {
+        put_rows(out, 1, args, rows)
     })
 }
 
-/// `CallRequest { function, agg_update: AggUpdate { state, rows } }`.
+/// `CallRequest { function, agg_update: AggUpdate { state, rows } }` into
+/// `out`.
 pub fn agg_update_request(
+    out: &mut Vec<u8>,
     function: &str,
     state: &Bytes,
     args: &[Vec<Value>],
     rows: usize,
-) -> Vec<u8> {
-    let lens: Vec<usize> = (0..rows).map(|row| row_len(args, row)).collect();
+) {
     let state_len = if state.is_empty() {
         0
     } else {
-        delimited_len(state.len())
+        wire::delimited_len(state.len())
     };
-    let body_len = state_len + lens.iter().map(|len| delimited_len(*len)).sum::<usize>();
-    request(function, 4, body_len, |out| {
+    let body_len = state_len + rows_len(args, rows);
+    request(out, function, 4, body_len, |out| {
         if !state.is_empty() {
-            put_delimited(out, 1, state);
+            wire::put_delimited(out, 1, state);
         }
-        put_rows(out, 2, args, rows, &lens);
+        put_rows(out, 2, args, rows);
     })
 }
 
@@ -199,11 +141,9 @@ mod tests {
                 })),
             }
             .encode_to_vec();
-            assert_eq!(
-                scalar_request("get", &args, n),
-                expected,
-                "scalar, {n} rows"
-            );
+            let mut out = vec![7u8; 3];
+            scalar_request(&mut out, "get", &args, n);
+            assert_eq!(out, expected, "scalar, {n} rows");
             for state in [Bytes::new(), Bytes::from_static(b"state")] {
                 let expected = abi::CallRequest {
                     function: "p95".into(),
@@ -213,11 +153,8 @@ mod tests {
                     })),
                 }
                 .encode_to_vec();
-                assert_eq!(
-                    agg_update_request("p95", &state, &args, n),
-                    expected,
-                    "agg_update, {n} rows"
-                );
+                agg_update_request(&mut out, "p95", &state, &args, n);
+                assert_eq!(out, expected, "agg_update, {n} rows");
             }
         }
     }

@@ -147,6 +147,21 @@ impl PluginVersion {
         rows: u64,
         deadline: Duration,
     ) -> Result<abi::CallResponse, PluginCallError> {
+        self.call_encoded_with(function, request, rows, deadline, response)
+    }
+
+    /// [`Self::call_encoded`], with the response bytes read by `read` where
+    /// they lie in the instance (no copy). `read` reports a guest error as
+    /// [`CallCause::Guest`] (the instance is kept) and anything it cannot
+    /// read as another cause (the instance is discarded).
+    pub fn call_encoded_with<R>(
+        &self,
+        function: &str,
+        request: &[u8],
+        rows: u64,
+        deadline: Duration,
+        read: impl FnOnce(&[u8]) -> Result<R, CallCause>,
+    ) -> Result<R, PluginCallError> {
         let metrics = self
             .metrics
             .lock()
@@ -160,7 +175,13 @@ impl PluginVersion {
             .rows
             .fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
         let started = std::time::Instant::now();
-        let result = self.call_instance(function, request, deadline);
+        let result = self
+            .call_instance(request, deadline, read)
+            .map_err(|cause| PluginCallError {
+                plugin: self.name.clone(),
+                function: function.to_string(),
+                cause,
+            });
         metrics.duration.observe(started.elapsed());
         if let Err(error) = &result {
             *metrics
@@ -172,41 +193,28 @@ impl PluginVersion {
         result
     }
 
-    fn call_instance(
+    fn call_instance<R>(
         &self,
-        function: &str,
         request: &[u8],
         deadline: Duration,
-    ) -> Result<abi::CallResponse, PluginCallError> {
-        let fail = |cause: CallCause| PluginCallError {
-            plugin: self.name.clone(),
-            function: function.to_string(),
-            cause,
-        };
+        read: impl FnOnce(&[u8]) -> Result<R, CallCause>,
+    ) -> Result<R, CallCause> {
         let instance = self.idle.lock().pop();
         let mut instance = match instance {
             Some(instance) => instance,
             None => self
                 .runtime
                 .instantiate(&self.name, &self.module)
-                .map_err(|e| fail(CallCause::Trap(format!("instantiation failed: {e}"))))?,
+                .map_err(|e| CallCause::Trap(format!("instantiation failed: {e}")))?,
         };
-        let bytes = instance.call(request, deadline).map_err(fail)?;
-        let response = abi::CallResponse::decode(bytes.as_slice())
-            .map_err(|e| fail(CallCause::Malformed(e.to_string())))?;
-        {
+        let result = instance.call_with(request, deadline, read)?;
+        if matches!(result, Ok(_) | Err(CallCause::Guest(_))) {
             let mut idle = self.idle.lock();
             if idle.len() < self.runtime.limits().idle_instances {
                 idle.push(instance);
             }
         }
-        match response.result {
-            Some(abi::call_response::Result::Error(message)) => {
-                Err(fail(CallCause::Guest(message)))
-            }
-            None => Err(fail(CallCause::Malformed("empty CallResponse".into()))),
-            Some(_) => Ok(response),
-        }
+        result
     }
 
     /// The runtime this version runs in.
@@ -217,6 +225,18 @@ impl PluginVersion {
     /// The idle instances kept for reuse.
     pub fn idle_instances(&self) -> usize {
         self.idle.lock().len()
+    }
+}
+
+/// A whole `CallResponse`: a guest error is [`CallCause::Guest`], an empty
+/// one is malformed.
+pub(super) fn response(bytes: &[u8]) -> Result<abi::CallResponse, CallCause> {
+    let response =
+        abi::CallResponse::decode(bytes).map_err(|e| CallCause::Malformed(e.to_string()))?;
+    match response.result {
+        Some(abi::call_response::Result::Error(message)) => Err(CallCause::Guest(message)),
+        None => Err(CallCause::Malformed("empty CallResponse".into())),
+        Some(_) => Ok(response),
     }
 }
 

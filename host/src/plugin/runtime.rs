@@ -136,6 +136,11 @@ impl PluginRuntime {
         let mut config = Config::new();
         config
             .epoch_interruption(true)
+            .profiler(if std::env::var_os("EBB_PLUGIN_PERFMAP").is_some() {
+                wasmtime::ProfilingStrategy::PerfMap
+            } else {
+                wasmtime::ProfilingStrategy::None
+            })
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(|e| e.to_string())?;
         let mut linker = Linker::new(&engine);
@@ -425,7 +430,9 @@ impl PluginInstance {
         CallCause::Trap(describe(&error))
     }
 
-    fn read_packed(&self, packed: i64) -> Result<Vec<u8>, CallCause> {
+    /// The bytes at packed `(ptr << 32) | len` in the instance's memory,
+    /// borrowed until the next call into the instance.
+    fn packed_slice(&self, packed: i64) -> Result<&[u8], CallCause> {
         let ptr = ((packed as u64) >> 32) as usize;
         let len = (packed as u64 & 0xffff_ffff) as usize;
         if len > self.max_response {
@@ -433,7 +440,6 @@ impl PluginInstance {
         }
         let data = self.memory.data(&self.store);
         data.get(ptr..ptr.saturating_add(len))
-            .map(<[u8]>::to_vec)
             .ok_or_else(|| CallCause::Malformed(format!("pointer {ptr}+{len} is outside memory")))
     }
 
@@ -452,11 +458,22 @@ impl PluginInstance {
             .manifest
             .call(&mut self.store, ())
             .map_err(|e| self.classify(e, deadline))?;
-        self.read_packed(packed)
+        self.packed_slice(packed).map(<[u8]>::to_vec)
     }
 
     /// Call `ebb_call` with an encoded request; the encoded response.
     pub fn call(&mut self, request: &[u8], deadline: Duration) -> Result<Vec<u8>, CallCause> {
+        self.call_with(request, deadline, <[u8]>::to_vec)
+    }
+
+    /// Call `ebb_call` with an encoded request and hand the response to
+    /// `read` where it lies in the instance's memory (no copy).
+    pub fn call_with<R>(
+        &mut self,
+        request: &[u8],
+        deadline: Duration,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, CallCause> {
         self.store.set_epoch_deadline(ticks(deadline));
         let len = i32::try_from(request.len())
             .map_err(|_| CallCause::Malformed("request too large".into()))?;
@@ -477,7 +494,7 @@ impl PluginInstance {
             .call
             .call(&mut self.store, (ptr, len))
             .map_err(|e| self.classify(e, deadline))?;
-        let response = self.read_packed(packed)?;
+        let response = read(self.packed_slice(packed)?);
         self.dealloc
             .call(&mut self.store, (ptr, len))
             .map_err(|e| self.classify(e, deadline))?;

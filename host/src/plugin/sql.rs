@@ -14,7 +14,10 @@ use ebb_query::{
 use super::encode;
 use super::error::PluginCallError;
 use super::registry::{PluginRegistry, PluginVersion};
-use crate::exec::convert::from_proto;
+use ebb_proto::wire::{self, Reader, WIRE_LEN};
+
+use super::error::CallCause;
+use crate::exec::convert::{from_proto, from_wire};
 use crate::exec::native::NativeFunctions;
 
 fn arity(decl: &abi::FunctionDecl) -> Arity {
@@ -70,31 +73,84 @@ impl ScalarFunction for PluginScalar {
 
     fn call(&self, args: &[Vec<Value>], n: usize) -> Result<Vec<Value>, FunctionError> {
         let deadline = self.version.runtime_query_deadline();
-        let request = encode::scalar_request(&self.decl.name, args, n);
-        let response = self
-            .version
-            .call_encoded(&self.decl.name, &request, n as u64, deadline)
-            .map_err(sql_error)?;
-        let Some(abi::call_response::Result::Scalar(result)) = response.result else {
-            return Err(malformed(
-                &self.version,
-                &self.decl.name,
-                "expected a ScalarResult",
-            ));
-        };
-        if result.values.len() != n {
-            return Err(malformed(
-                &self.version,
-                &self.decl.name,
-                &format!("{} values for {n} rows", result.values.len()),
-            ));
-        }
-        result
-            .values
-            .iter()
-            .map(|v| from_proto(v).map_err(|e| malformed(&self.version, &self.decl.name, &e)))
-            .collect()
+        with_request_buffer(|request| {
+            encode::scalar_request(request, &self.decl.name, args, n);
+            self.version
+                .call_encoded_with(&self.decl.name, request, n as u64, deadline, |bytes| {
+                    scalar_values(bytes, n)
+                })
+                .map_err(sql_error)
+        })
     }
+}
+
+/// Largest request buffer a thread keeps between calls.
+const KEPT_REQUEST_BYTES: usize = 1 << 20;
+
+thread_local! {
+    static REQUEST: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Run `f` with this thread's request buffer (a fresh one if it is in use),
+/// so encoding a batch does not allocate; a buffer grown past
+/// [`KEPT_REQUEST_BYTES`] is released afterwards.
+fn with_request_buffer<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    REQUEST.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => {
+            let result = f(&mut buffer);
+            if buffer.capacity() > KEPT_REQUEST_BYTES {
+                *buffer = Vec::new();
+            }
+            result
+        }
+        Err(_) => f(&mut Vec::new()),
+    })
+}
+
+/// The `n` values of a `CallResponse { scalar: ScalarResult }`, read where
+/// the response lies. The common shape (one `scalar` field) is read by
+/// hand; anything else goes through prost.
+fn scalar_values(bytes: &[u8], n: usize) -> Result<Vec<Value>, CallCause> {
+    let malformed = |what: String| CallCause::Malformed(what);
+    let mut reader = Reader::new(bytes);
+    let body = match reader.key() {
+        Ok((1, WIRE_LEN)) => reader.delimited().ok().filter(|_| reader.is_empty()),
+        _ => None,
+    };
+    let Some(body) = body else {
+        return match super::registry::response(bytes)?.result {
+            Some(abi::call_response::Result::Scalar(result)) if result.values.len() == n => result
+                .values
+                .iter()
+                .map(|v| from_proto(v).map_err(malformed))
+                .collect(),
+            Some(abi::call_response::Result::Scalar(result)) => Err(malformed(format!(
+                "{} values for {n} rows",
+                result.values.len()
+            ))),
+            _ => Err(malformed("expected a ScalarResult".into())),
+        };
+    };
+    let mut values = Vec::with_capacity(n);
+    let mut reader = Reader::new(body);
+    while !reader.is_empty() {
+        match reader.key().map_err(|e| malformed(e.to_string()))? {
+            (1, WIRE_LEN) => {
+                let value = reader
+                    .delimited()
+                    .and_then(wire::read_value)
+                    .map_err(|e| malformed(e.to_string()))?
+                    .ok_or_else(|| malformed("a value with no field set".into()))?;
+                values.push(from_wire(value));
+            }
+            (1, _) => return Err(malformed("invalid wire type".into())),
+            (_, wire) => reader.skip(wire).map_err(|e| malformed(e.to_string()))?,
+        }
+    }
+    if values.len() != n {
+        return Err(malformed(format!("{} values for {n} rows", values.len())));
+    }
+    Ok(values)
 }
 
 /// A plugin aggregate; its state is the guest's bytes.
@@ -158,11 +214,12 @@ impl AggregateFunction for PluginAggregate {
         n: usize,
     ) -> Result<(), FunctionError> {
         let deadline = self.version.runtime_query_deadline();
-        let request = encode::agg_update_request(&self.decl.name, &state_bytes(state), args, n);
-        let response = self
-            .version
-            .call_encoded(&self.decl.name, &request, n as u64, deadline)
-            .map_err(sql_error)?;
+        let response = with_request_buffer(|request| {
+            encode::agg_update_request(request, &self.decl.name, &state_bytes(state), args, n);
+            self.version
+                .call_encoded(&self.decl.name, request, n as u64, deadline)
+                .map_err(sql_error)
+        })?;
         *state = self.state_of(response)?;
         Ok(())
     }

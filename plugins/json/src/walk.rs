@@ -1,137 +1,306 @@
 //! Reading the value at a path out of a JSON document without building the
-//! rest of it: the walk validates the whole document (as a full parse
-//! would) but allocates only for the value it returns.
+//! rest of it: one pass over the bytes validates the whole document (as a
+//! full parse would) and notes where the value at the path lies; only that
+//! value is then parsed (by serde_json) into a JSON value.
 
-use std::fmt;
+use std::ops::Range;
 
-use serde::Deserialize;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value as Json;
 
 use crate::path::Step;
+
+/// Nesting deeper than this is refused, as serde_json refuses it.
+const MAX_DEPTH: usize = 127;
 
 /// The value at `steps` in `doc`: `None` when `doc` is not valid JSON (with
 /// nothing but whitespace after it) or the path does not exist. Duplicate
 /// keys resolve to the last one, as a full parse does.
 pub fn extract(doc: &[u8], steps: &[Step]) -> Option<Json> {
-    let mut deserializer = serde_json::Deserializer::from_slice(doc);
-    let found = Walk { steps }.deserialize(&mut deserializer).ok()?;
-    deserializer.end().ok()?;
+    let found = locate(doc, steps)?;
+    parse_value(&doc[found])
+}
+
+/// Where the value at `steps` lies in `doc`; `None` when `doc` is not
+/// valid JSON or the path does not exist.
+pub fn locate(doc: &[u8], steps: &[Step]) -> Option<Range<usize>> {
+    let mut scanner = Scanner {
+        bytes: doc,
+        at: 0,
+        depth: 0,
+    };
+    scanner.whitespace();
+    let found = scanner.value(steps).ok()?;
+    scanner.whitespace();
+    if scanner.at != doc.len() {
+        return None;
+    }
     found
 }
 
-/// Deserializes the value at `steps` below the current position.
-struct Walk<'s> {
-    steps: &'s [Step],
+/// A located value as JSON: plain integers directly, anything else through
+/// serde_json (so numbers and strings convert exactly as a full parse
+/// converts them).
+fn parse_value(bytes: &[u8]) -> Option<Json> {
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    let plain = !digits.is_empty()
+        && digits.len() <= 18
+        && digits.iter().all(u8::is_ascii_digit)
+        && (digits[0] != b'0' || digits.len() == 1);
+    if plain && bytes != b"-0" {
+        // At most 18 digits: fits an i64; serde_json gives the same number.
+        let magnitude = digits
+            .iter()
+            .fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+        let value = if bytes[0] == b'-' {
+            -magnitude
+        } else {
+            magnitude
+        };
+        return Some(Json::from(value));
+    }
+    serde_json::from_slice(bytes).ok()
 }
 
-impl<'de> DeserializeSeed<'de> for Walk<'_> {
-    type Value = Option<Json>;
+/// The document is not valid JSON.
+struct Invalid;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        match self.steps.split_first() {
-            None => Json::deserialize(deserializer).map(Some),
-            Some((step, rest)) => deserializer.deserialize_any(Descend { step, rest }),
+/// One pass over a document.
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    depth: usize,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.at += 1;
         }
     }
-}
 
-/// Takes `step` into the current value; scalars have no members.
-struct Descend<'s> {
-    step: &'s Step,
-    rest: &'s [Step],
-}
-
-impl<'de> Visitor<'de> for Descend<'_> {
-    type Value = Option<Json>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
+    fn expect(&mut self, byte: u8) -> Result<(), Invalid> {
+        if self.peek() == Some(byte) {
+            self.at += 1;
+            Ok(())
+        } else {
+            Err(Invalid)
+        }
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        let wanted = match self.step {
-            Step::Key(key) => Some(key.as_str()),
-            Step::Index(_) => None,
+    /// The value here; with steps left, where the value at them lies.
+    fn value(&mut self, steps: &[Step]) -> Result<Option<Range<usize>>, Invalid> {
+        let Some((step, rest)) = steps.split_first() else {
+            let start = self.at;
+            self.skip_value()?;
+            return Ok(Some(start..self.at));
         };
-        while let Some(matches) = map.next_key_seed(KeyIs(wanted))? {
-            if matches {
-                found = map.next_value_seed(Walk { steps: self.rest })?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+        match self.peek() {
+            Some(b'{') => self.object(Some((step, rest))),
+            Some(b'[') => self.array(Some((step, rest))),
+            _ => self.skip_value().map(|()| None),
+        }
+    }
+
+    /// Validate one value and move past it.
+    fn skip_value(&mut self) -> Result<(), Invalid> {
+        match self.peek().ok_or(Invalid)? {
+            b'{' => self.object(None).map(drop),
+            b'[' => self.array(None).map(drop),
+            b'"' => self.string().map(drop),
+            b'-' | b'0'..=b'9' => self.number(),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => Err(Invalid),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<(), Invalid> {
+        if self.bytes[self.at..].starts_with(word) {
+            self.at += word.len();
+            Ok(())
+        } else {
+            Err(Invalid)
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.at;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.at += 1;
+        }
+        self.at - start
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    fn number(&mut self) -> Result<(), Invalid> {
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.at += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(Invalid),
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            if self.digits() == 0 {
+                return Err(Invalid);
             }
         }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.at += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.at += 1;
+            }
+            if self.digits() == 0 {
+                return Err(Invalid);
+            }
+        }
+        Ok(())
+    }
+
+    /// A string; its raw contents (between the quotes) and whether they
+    /// hold escapes.
+    fn string(&mut self) -> Result<(Range<usize>, bool), Invalid> {
+        self.expect(b'"')?;
+        let start = self.at;
+        let (mut escaped, mut ascii) = (false, true);
+        loop {
+            let byte = self.peek().ok_or(Invalid)?;
+            self.at += 1;
+            match byte {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    match self.peek().ok_or(Invalid)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 1,
+                        b'u' => {
+                            let hex = self.bytes.get(self.at + 1..self.at + 5).ok_or(Invalid)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return Err(Invalid);
+                            }
+                            self.at += 5;
+                        }
+                        _ => return Err(Invalid),
+                    }
+                }
+                0..=0x1f => return Err(Invalid),
+                0x80.. => ascii = false,
+                _ => {}
+            }
+        }
+        let contents = start..self.at - 1;
+        if !ascii && std::str::from_utf8(&self.bytes[contents.clone()]).is_err() {
+            return Err(Invalid);
+        }
+        Ok((contents, escaped))
+    }
+
+    /// An object member's key, compared with `wanted`.
+    fn key_is(&mut self, wanted: Option<&str>) -> Result<bool, Invalid> {
+        let quoted_start = self.at;
+        let (contents, escaped) = self.string()?;
+        if escaped {
+            // Rare: unescape exactly as serde_json does (and refuse what it
+            // refuses, such as lone surrogates).
+            let key: String =
+                serde_json::from_slice(&self.bytes[quoted_start..self.at]).map_err(|_| Invalid)?;
+            return Ok(wanted == Some(key.as_str()));
+        }
+        Ok(wanted.is_some_and(|key| key.as_bytes() == &self.bytes[contents]))
+    }
+
+    fn enter(&mut self) -> Result<(), Invalid> {
+        self.depth += 1;
+        self.at += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Invalid);
+        }
+        self.whitespace();
+        Ok(())
+    }
+
+    /// An object; with a step, where the value at it (and the steps after
+    /// it) lies in the last member with the wanted key.
+    fn object(&mut self, step: Option<(&Step, &[Step])>) -> Result<Option<Range<usize>>, Invalid> {
+        self.enter()?;
+        let (wanted, rest) = match step {
+            Some((Step::Key(key), rest)) => (Some(key.as_str()), rest),
+            _ => (None, &[][..]),
+        };
+        let mut found = None;
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            self.depth -= 1;
+            return Ok(None);
+        }
+        loop {
+            let matches = self.key_is(wanted)?;
+            self.whitespace();
+            self.expect(b':')?;
+            self.whitespace();
+            if matches {
+                found = self.value(rest)?;
+            } else {
+                self.skip_value()?;
+            }
+            self.whitespace();
+            match self.peek() {
+                Some(b',') => {
+                    self.at += 1;
+                    self.whitespace();
+                }
+                Some(b'}') => break,
+                _ => return Err(Invalid),
+            }
+        }
+        self.at += 1;
+        self.depth -= 1;
         Ok(found)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let wanted = match self.step {
-            Step::Index(index) => Some(*index),
-            Step::Key(_) => None,
+    /// An array; with a step, where the value at it (and the steps after
+    /// it) lies.
+    fn array(&mut self, step: Option<(&Step, &[Step])>) -> Result<Option<Range<usize>>, Invalid> {
+        self.enter()?;
+        let (wanted, rest) = match step {
+            Some((Step::Index(index), rest)) => (Some(*index), rest),
+            _ => (None, &[][..]),
         };
         let mut found = None;
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            self.depth -= 1;
+            return Ok(None);
+        }
         let mut position = 0;
         loop {
             if Some(position) == wanted {
-                match seq.next_element_seed(Walk { steps: self.rest })? {
-                    Some(value) => found = value,
-                    None => break,
-                }
-            } else if seq.next_element::<IgnoredAny>()?.is_none() {
-                break;
+                found = self.value(rest)?;
+            } else {
+                self.skip_value()?;
             }
             position += 1;
+            self.whitespace();
+            match self.peek() {
+                Some(b',') => {
+                    self.at += 1;
+                    self.whitespace();
+                }
+                Some(b']') => break,
+                _ => return Err(Invalid),
+            }
         }
+        self.at += 1;
+        self.depth -= 1;
         Ok(found)
-    }
-}
-
-/// A map key compared with the wanted key in place (no allocation unless
-/// the key has escapes).
-struct KeyIs<'s>(Option<&'s str>);
-
-impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
-    type Value = bool;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeyIs<'_> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object key")
-    }
-
-    fn visit_str<E>(self, key: &str) -> Result<bool, E> {
-        Ok(self.0 == Some(key))
     }
 }
 
@@ -194,5 +363,156 @@ mod tests {
             assert_eq!(extract(bad.as_bytes(), &steps), None, "{bad}");
         }
         assert_eq!(extract(b"\xff\xfe", &steps), None);
+    }
+
+    /// What a full parse gives: the document as a tree, then the lookup.
+    fn full(doc: &[u8], path: &str) -> Option<Json> {
+        let tree: Json = serde_json::from_slice(doc).ok()?;
+        lookup(&tree, &parse(path).unwrap()).cloned()
+    }
+
+    #[test]
+    fn numbers_strings_and_literals_read_as_a_full_parse_reads_them() {
+        let docs = [
+            r#"{"v": -0}"#,
+            r#"{"v": 0}"#,
+            r#"{"v": -12}"#,
+            r#"{"v": 123456789012345678}"#,
+            r#"{"v": 12345678901234567890}"#,
+            r#"{"v": 123456789012345678901234}"#,
+            r#"{"v": 1.0}"#,
+            r#"{"v": 1e2}"#,
+            r#"{"v": -2.5E-3}"#,
+            r#"{"v": "a\nb\u00e9\ud83d\ude00"}"#,
+            r#"{"v": "é☃"}"#,
+            r#"{"v": [true, false, null]}"#,
+            "{\"v\"\t:\r\n1 }",
+        ];
+        for doc in docs {
+            for path in ["$.v", "$.v[1]", "$"] {
+                assert_eq!(
+                    extract(doc.as_bytes(), &parse(path).unwrap()),
+                    full(doc.as_bytes(), path),
+                    "{path} in {doc}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn what_is_not_json_gives_nothing() {
+        let steps = parse("$.a").unwrap();
+        for bad in [
+            r#"{"a": 01}"#,
+            r#"{"a": 1.}"#,
+            r#"{"a": .5}"#,
+            r#"{"a": 1e}"#,
+            r#"{"a": -}"#,
+            r#"{"a": tru}"#,
+            r#"{"a": 1,}"#,
+            r#"{"a": [1,]}"#,
+            r#"{"a" 1}"#,
+            r#"{a: 1}"#,
+            r#"{"a": "x\q"}"#,
+            r#"{"a": "\u12"}"#,
+            "{\"a\": \"tab\there\"}",
+            r#"{"a": 1, "b": [}"#,
+        ] {
+            assert_eq!(extract(bad.as_bytes(), &steps), None, "{bad}");
+            assert!(
+                serde_json::from_str::<Json>(bad).is_err(),
+                "{bad} is not JSON"
+            );
+        }
+        // Invalid UTF-8 in a string the path does not reach.
+        assert_eq!(extract(b"{\"a\": 1, \"b\": \"\xff\"}", &steps), None);
+    }
+
+    #[test]
+    fn nesting_is_limited_as_serde_json_limits_it() {
+        for depth in [126, 127, 128, 200] {
+            let doc = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            assert_eq!(
+                extract(doc.as_bytes(), &parse("$").unwrap()).is_some(),
+                serde_json::from_str::<Json>(&doc).is_ok(),
+                "depth {depth}"
+            );
+        }
+    }
+
+    /// A small deterministic generator (xorshift).
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    fn random_json(rng: &mut Rng, depth: u32) -> Json {
+        match rng.below(if depth > 3 { 5 } else { 8 }) {
+            0 => Json::Null,
+            1 => Json::Bool(rng.below(2) == 1),
+            2 => Json::from(rng.below(2000) as i64 - 1000),
+            3 => Json::from((rng.below(100_000) as f64 - 50_000.0) / 64.0),
+            4 => Json::from(["a", "é", "q\"uote", "", "\u{1F600}"][rng.below(5) as usize]),
+            5 | 6 => Json::Object(
+                (0..rng.below(4))
+                    .map(|_| {
+                        let key = ["a", "b", "n", "a.b", "k\"ey"][rng.below(5) as usize];
+                        (key.to_string(), random_json(rng, depth + 1))
+                    })
+                    .collect(),
+            ),
+            _ => Json::Array(
+                (0..rng.below(4))
+                    .map(|_| random_json(rng, depth + 1))
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn random_and_damaged_documents_match_a_full_parse() {
+        let paths = [
+            "$",
+            "$.a",
+            "$.b",
+            "$.n",
+            "$.a.b",
+            "$[0]",
+            "$[1].a",
+            "$.a[2]",
+            r#"$["a.b"]"#,
+            r#"$["k\"ey"].n"#,
+        ];
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for case in 0..4000 {
+            let mut doc = if rng.below(2) == 0 {
+                serde_json::to_vec(&random_json(&mut rng, 0)).unwrap()
+            } else {
+                serde_json::to_vec_pretty(&random_json(&mut rng, 0)).unwrap()
+            };
+            // Damage a third of them: cut, or change one byte.
+            match rng.below(6) {
+                0 => doc.truncate(rng.below(doc.len() as u64 + 1) as usize),
+                1 if !doc.is_empty() => {
+                    let at = rng.below(doc.len() as u64) as usize;
+                    doc[at] = b"{}[],:\"\\ 0-.eatnx"[rng.below(17) as usize];
+                }
+                _ => {}
+            }
+            for path in paths {
+                assert_eq!(
+                    extract(&doc, &parse(path).unwrap()),
+                    full(&doc, path),
+                    "case {case}: {path} in {}",
+                    String::from_utf8_lossy(&doc)
+                );
+            }
+        }
     }
 }
