@@ -5,6 +5,9 @@
 //! general path answers; anything unusual (another call kind, repeated or
 //! unknown top-level fields) is left to the general path.
 
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+
 use ebb_proto::Message;
 use ebb_proto::plugin::v1 as proto;
 use ebb_proto::wire::{self, Malformed, Reader, WIRE_LEN};
@@ -51,6 +54,13 @@ pub(crate) fn answer(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// Arguments and rows of the previous batch, to size the next one's
+/// buffers (a query sends batches of one size). Only a capacity hint.
+static LAST_ARGS: AtomicUsize = AtomicUsize::new(0);
+static LAST_ROWS: AtomicUsize = AtomicUsize::new(0);
+/// Never presize for more arguments or rows than this.
+const MAX_PRESIZED: usize = 1 << 16;
+
 /// The rows of a batch, decoded once: every row's arguments back to back,
 /// borrowed from the request.
 struct Rows<'a> {
@@ -68,10 +78,11 @@ impl<'a> Rows<'a> {
     /// update, its `state`). Every row is decoded before any runs, as a full
     /// decode of the request would be.
     fn decode(body: &'a [u8], rows_field: u64) -> Result<Self, Malformed> {
+        // Sized like the previous batch: a query sends batches of one size.
         let mut rows = Rows {
             state: &[],
-            args: Vec::new(),
-            ends: Vec::new(),
+            args: Vec::with_capacity(LAST_ARGS.load(Relaxed)),
+            ends: Vec::with_capacity(LAST_ROWS.load(Relaxed)),
         };
         let mut reader = Reader::new(body);
         while !reader.is_empty() {
@@ -87,6 +98,8 @@ impl<'a> Rows<'a> {
                 (_, wire) => reader.skip(wire)?,
             }
         }
+        LAST_ARGS.store(rows.args.len().min(MAX_PRESIZED), Relaxed);
+        LAST_ROWS.store(rows.ends.len().min(MAX_PRESIZED), Relaxed);
         Ok(rows)
     }
 

@@ -12,12 +12,14 @@ pub trait ScalarOutput {
 }
 
 impl<T: IntoValue> ScalarOutput for T {
+    #[inline]
     fn into_output(self) -> Result<Value, String> {
         Ok(self.into_value())
     }
 }
 
 impl<T: IntoValue, E: Display> ScalarOutput for Result<T, E> {
+    #[inline]
     fn into_output(self) -> Result<Value, String> {
         self.map(IntoValue::into_value).map_err(|e| e.to_string())
     }

@@ -221,12 +221,14 @@ pub trait FromValue: Sized {
 }
 
 impl FromValue for Value {
+    #[inline]
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         Ok(value)
     }
 }
 
 impl FromValue for i64 {
+    #[inline]
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         match value {
             Value::Int(i) => Ok(i),
@@ -236,6 +238,7 @@ impl FromValue for i64 {
 }
 
 impl FromValue for f64 {
+    #[inline]
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         match value {
             Value::Float(x) => Ok(x),
@@ -246,6 +249,7 @@ impl FromValue for f64 {
 }
 
 impl FromValue for bool {
+    #[inline]
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         match value {
             Value::Bool(b) => Ok(b),
@@ -255,6 +259,7 @@ impl FromValue for bool {
 }
 
 impl FromValue for String {
+    #[inline]
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         match value {
             Value::Text(s) => Ok(s),
@@ -268,6 +273,7 @@ impl FromValue for String {
 }
 
 impl FromValue for Vec<u8> {
+    #[inline]
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         match value {
             Value::Bytes(b) => Ok(b),
@@ -278,6 +284,7 @@ impl FromValue for Vec<u8> {
 }
 
 impl<T: FromValue> FromValue for Option<T> {
+    #[inline]
     fn from_value(value: Value) -> Result<Self, FromValueError> {
         match value {
             Value::Null => Ok(None),
@@ -293,48 +300,56 @@ pub trait IntoValue {
 }
 
 impl IntoValue for Value {
+    #[inline]
     fn into_value(self) -> Value {
         self
     }
 }
 
 impl IntoValue for i64 {
+    #[inline]
     fn into_value(self) -> Value {
         Value::Int(self)
     }
 }
 
 impl IntoValue for f64 {
+    #[inline]
     fn into_value(self) -> Value {
         Value::Float(self)
     }
 }
 
 impl IntoValue for bool {
+    #[inline]
     fn into_value(self) -> Value {
         Value::Bool(self)
     }
 }
 
 impl IntoValue for String {
+    #[inline]
     fn into_value(self) -> Value {
         Value::Text(self)
     }
 }
 
 impl IntoValue for &str {
+    #[inline]
     fn into_value(self) -> Value {
         Value::Text(self.to_owned())
     }
 }
 
 impl IntoValue for Vec<u8> {
+    #[inline]
     fn into_value(self) -> Value {
         Value::Bytes(self)
     }
 }
 
 impl<T: IntoValue> IntoValue for Option<T> {
+    #[inline]
     fn into_value(self) -> Value {
         self.map_or(Value::Null, IntoValue::into_value)
     }

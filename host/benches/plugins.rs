@@ -4,7 +4,7 @@
 //! plugin and the overhead of one plugin call per batch.
 //!
 //! Run with `make bench-plugins` (needs `make plugins`; `ROWS=...` to change
-//! the row count).
+//! the row count, `RUNS=...` the number of rounds).
 
 use std::sync::Arc;
 mod common;
@@ -19,8 +19,6 @@ use ebb_plugin_json::Doc;
 use ebb_plugin_stats::P95;
 use ebb_proto::plugin::v1 as abi;
 use ebb_query::{AggState, AggregateFunction, Arity, FunctionError, ScalarFunction, Value};
-
-const RUNS: usize = 5;
 
 fn row(i: usize) -> (String, String) {
     (
@@ -43,6 +41,7 @@ fn main() {
         return;
     }
     let rows: usize = common::env_or("ROWS", 1_000_000);
+    let runs: usize = common::env_or("RUNS", 9);
     let dir = tempfile::tempdir().unwrap();
     let runtime = common::runtime();
     let store = Arc::new(MemoryStore::new());
@@ -140,11 +139,11 @@ fn main() {
     ];
     println!();
     println!(
-        "{rows} JSON rows, median of {RUNS} warm runs, 16 fragments: ebb with the plugins, ebb with the same Rust functions compiled natively, SQLite (json_extract)"
+        "{rows} JSON rows, median of {runs} interleaved warm rounds, 16 fragments: ebb with the plugins, ebb with the same Rust functions compiled natively, SQLite (json_extract)"
     );
     println!(
-        "{:<26} {:>10} {:>10} {:>10} {:>14} {:>12}",
-        "query", "plugin ms", "native ms", "SQLite ms", "plugin/native", "SQLite/plugin"
+        "{:<26} {:>10} {:>10} {:>10} {:>14} {:>12}   plugin/native per round",
+        "query", "plugin ms", "native ms", "SQLite ms", "plugin/native", "SQLite/plugin",
     );
     for (name, ebb_sql, native_sql, sqlite_sql) in queries {
         let run = |sql: &str| {
@@ -173,11 +172,28 @@ fn main() {
         run_ebb();
         run_native();
         run_sqlite();
-        let ebb = common::median((0..RUNS).map(|_| run_ebb()).collect());
-        let native = common::median((0..RUNS).map(|_| run_native()).collect());
-        let lite = common::median((0..RUNS).map(|_| run_sqlite()).collect());
+        // Rounds interleave the three, so a slow spell of the machine hits
+        // all of them alike.
+        let (mut ebb, mut native, mut lite) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            ebb.push(run_ebb());
+            native.push(run_native());
+            lite.push(run_sqlite());
+        }
+        let ratios: Vec<f64> = ebb
+            .iter()
+            .zip(&native)
+            .map(|(e, n)| e.as_secs_f64() / n.as_secs_f64())
+            .collect();
+        let lowest = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let highest = ratios.iter().copied().fold(0.0, f64::max);
+        let (ebb, native, lite) = (
+            common::median(ebb),
+            common::median(native),
+            common::median(lite),
+        );
         println!(
-            "{:<26} {:>10.1} {:>10.1} {:>10.1} {:>14.2} {:>12.2}",
+            "{:<26} {:>10.1} {:>10.1} {:>10.1} {:>14.2} {:>12.2}   {lowest:.2}-{highest:.2}",
             name,
             ms(ebb),
             ms(native),

@@ -22,11 +22,23 @@ pub trait RowSource {
     }
 }
 
+/// A literal's copy for one batch's column. Text and bytes are copied once
+/// per batch so the batch's clones count references on a copy of its own:
+/// cloning the plan's one shared copy from every thread that runs a page
+/// made the threads contend on its reference count.
+fn batch_copy(value: &Value) -> Value {
+    match value {
+        Value::Text(t) => Value::text(&**t),
+        Value::Bytes(b) => Value::Bytes(bytes::Bytes::copy_from_slice(b)),
+        other => other.clone(),
+    }
+}
+
 /// Evaluate `expr` for every row; scalar functions are called once per batch.
 pub fn eval_batch<R: RowSource>(expr: &Expr, rows: &[R]) -> Result<Vec<Value>, FunctionError> {
     let n = rows.len();
     Ok(match expr {
-        Expr::Literal(v) => vec![v.clone(); n],
+        Expr::Literal(v) => vec![batch_copy(v); n],
         Expr::Column(c) => rows.iter().map(|r| r.column(*c)).collect(),
         Expr::GroupKey(i) => rows.iter().map(|r| r.group_key(*i)).collect(),
         Expr::AggResult(i) => rows.iter().map(|r| r.agg_result(*i)).collect(),

@@ -7,6 +7,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use ebb_host::{BatchOp, Durability, Expiry, Node};
 
+/// The allocator the `ebb` binary uses, so benches measure what it runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// How SQLite stores the `value` column.
 pub enum SqliteValue {
     /// `BLOB` (as ebb's bytes).

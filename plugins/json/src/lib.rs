@@ -45,6 +45,7 @@ thread_local! {
 }
 
 /// The steps of `path`, parsed once per distinct consecutive path.
+#[inline]
 fn parsed(path: &str) -> Result<std::rc::Rc<Vec<path::Step>>, String> {
     LAST_PATH.with(|last| {
         if let Some((text, steps)) = &*last.borrow()
@@ -60,6 +61,7 @@ fn parsed(path: &str) -> Result<std::rc::Rc<Vec<path::Step>>, String> {
 
 /// Parses `path`, then `doc`, and runs `read` on the value at the path.
 /// `Ok(None)` when the doc is not JSON or the path is missing.
+#[inline]
 fn at_path<T>(doc: &[u8], path: &str, read: impl FnOnce(&Json) -> T) -> Result<Option<T>, String> {
     let steps = parsed(path)?;
     Ok(walk::extract(doc, &steps).as_ref().map(read))
@@ -74,6 +76,7 @@ fn text_at(doc: &[u8], path: &str) -> Result<Option<String>, String> {
     .flatten())
 }
 
+#[inline]
 fn int_at(doc: &[u8], path: &str) -> Result<Option<i64>, String> {
     Ok(at_path(doc, path, |v| {
         v.as_i64().or_else(|| {
@@ -87,6 +90,7 @@ fn int_at(doc: &[u8], path: &str) -> Result<Option<i64>, String> {
     .flatten())
 }
 
+#[inline]
 fn float_at(doc: &[u8], path: &str) -> Result<Option<f64>, String> {
     Ok(at_path(doc, path, Json::as_f64)?.flatten())
 }
@@ -117,6 +121,7 @@ pub fn has(doc: Doc, path: String) -> Result<bool, String> {
 
 /// The document argument borrowed when it is text or bytes (the usual
 /// case); other types convert as [`Doc`] does. `None`: NULL.
+#[inline]
 fn doc_arg<'a>(value: ValueRef<'a>) -> Result<Option<Cow<'a, [u8]>>, String> {
     match value {
         ValueRef::Text(s) => Ok(Some(Cow::Borrowed(s.as_bytes()))),
@@ -131,6 +136,7 @@ fn doc_arg<'a>(value: ValueRef<'a>) -> Result<Option<Cow<'a, [u8]>>, String> {
 
 /// The path argument borrowed when it is text; other types convert as a
 /// `String` argument does. `None`: NULL.
+#[inline]
 fn path_arg<'a>(value: ValueRef<'a>) -> Result<Option<Cow<'a, str>>, String> {
     match value {
         ValueRef::Text(s) => Ok(Some(Cow::Borrowed(s))),
@@ -144,6 +150,7 @@ fn path_arg<'a>(value: ValueRef<'a>) -> Result<Option<Cow<'a, str>>, String> {
 
 /// Runs `f` on the borrowed document and path; NULL when either is NULL
 /// (checked in argument order, as typed functions do).
+#[inline]
 fn with_args<T>(
     args: &[ValueRef<'_>],
     f: impl FnOnce(&[u8], &str) -> Result<Option<T>, String>,
@@ -163,11 +170,13 @@ fn get_ref(args: &[ValueRef<'_>]) -> Result<Option<String>, String> {
 }
 
 /// `json.get_int` with borrowed arguments.
+#[inline]
 fn get_int_ref(args: &[ValueRef<'_>]) -> Result<Option<i64>, String> {
     with_args(args, int_at)
 }
 
 /// `json.get_float` with borrowed arguments.
+#[inline]
 fn get_float_ref(args: &[ValueRef<'_>]) -> Result<Option<f64>, String> {
     with_args(args, float_at)
 }

@@ -15,6 +15,7 @@ const MAX_DEPTH: usize = 127;
 /// The value at `steps` in `doc`: `None` when `doc` is not valid JSON (with
 /// nothing but whitespace after it) or the path does not exist. Duplicate
 /// keys resolve to the last one, as a full parse does.
+#[inline]
 pub fn extract(doc: &[u8], steps: &[Step]) -> Option<Json> {
     let found = locate(doc, steps)?;
     parse_value(&doc[found])
@@ -22,6 +23,7 @@ pub fn extract(doc: &[u8], steps: &[Step]) -> Option<Json> {
 
 /// Where the value at `steps` lies in `doc`; `None` when `doc` is not
 /// valid JSON or the path does not exist.
+#[inline]
 pub fn locate(doc: &[u8], steps: &[Step]) -> Option<Range<usize>> {
     let mut scanner = Scanner {
         bytes: doc,
@@ -37,9 +39,10 @@ pub fn locate(doc: &[u8], steps: &[Step]) -> Option<Range<usize>> {
     found
 }
 
-/// A located value as JSON: plain integers directly, anything else through
-/// serde_json (so numbers and strings convert exactly as a full parse
-/// converts them).
+/// A located value as JSON: plain integers and floats directly, anything
+/// else through serde_json (so big numbers and strings convert exactly as a
+/// full parse converts them).
+#[inline]
 fn parse_value(bytes: &[u8]) -> Option<Json> {
     let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
     let plain = !digits.is_empty()
@@ -58,8 +61,31 @@ fn parse_value(bytes: &[u8]) -> Option<Json> {
         };
         return Some(Json::from(value));
     }
+    let fractional = matches!(bytes.first(), Some(b'-' | b'0'..=b'9'))
+        && bytes.iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
+    if fractional
+        && let Ok(text) = std::str::from_utf8(bytes)
+        && let Ok(x) = text.parse::<f64>()
+        && x.is_finite()
+    {
+        // A number with a fraction or an exponent is a float to serde_json
+        // too; Rust's parser rounds it correctly (serde_json's default
+        // parser can be one unit in the last place off on long mantissas).
+        return serde_json::Number::from_f64(x).map(Json::Number);
+    }
     serde_json::from_slice(bytes).ok()
 }
+
+/// The bytes a string holds as they are: printable ASCII but `"` and `\`.
+const PLAIN: [bool; 256] = {
+    let mut plain = [false; 256];
+    let mut byte = 0x20;
+    while byte < 0x80 {
+        plain[byte] = byte != b'"' as usize && byte != b'\\' as usize;
+        byte += 1;
+    }
+    plain
+};
 
 /// The document is not valid JSON.
 struct Invalid;
@@ -173,7 +199,12 @@ impl Scanner<'_> {
         let start = self.at;
         let (mut escaped, mut ascii) = (false, true);
         loop {
-            let byte = self.peek().ok_or(Invalid)?;
+            let plain = self.bytes[self.at..]
+                .iter()
+                .position(|&b| !PLAIN[usize::from(b)])
+                .ok_or(Invalid)?;
+            self.at += plain;
+            let byte = self.bytes[self.at];
             self.at += 1;
             match byte {
                 b'"' => break,
