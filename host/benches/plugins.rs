@@ -169,6 +169,17 @@ fn main() {
             }
             started.elapsed()
         };
+        if let Ok(only) = std::env::var("EBB_BENCH_ONLY") {
+            // Profiling aid: run one side of the first query many times.
+            for _ in 0..40 {
+                match only.as_str() {
+                    "native" => drop(run_native()),
+                    "plugin" => drop(run_ebb()),
+                    _ => {}
+                }
+            }
+            return;
+        }
         run_ebb();
         run_native();
         run_sqlite();

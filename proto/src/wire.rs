@@ -208,6 +208,17 @@ pub fn put_value_field(out: &mut Vec<u8>, field: u32, value: &WireValue<'_>) {
     put_value(out, value);
 }
 
+/// `bytes` as text; ASCII (most text in queries) is checked inline.
+#[inline]
+fn text(bytes: &[u8]) -> Result<&str, Malformed> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII bytes are valid UTF-8.
+        return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    std::str::from_utf8(bytes)
+        .map_err(|_| Malformed("invalid string value: data is not UTF-8 encoded"))
+}
+
 /// Read one `Value` message; `None` when no field is set (which the ABI
 /// forbids: the caller decides how to report it). As in prost, the last
 /// field of the oneof wins and unknown fields are skipped.
@@ -228,10 +239,7 @@ pub fn read_value(bytes: &[u8]) -> Result<Option<WireValue<'_>>, Malformed> {
                 let raw: [u8; 8] = reader.take(8)?.try_into().expect("took 8 bytes");
                 WireValue::Float(f64::from_le_bytes(raw))
             }
-            (5, WIRE_LEN) => WireValue::Text(
-                std::str::from_utf8(reader.delimited()?)
-                    .map_err(|_| Malformed("invalid string value: data is not UTF-8 encoded"))?,
-            ),
+            (5, WIRE_LEN) => WireValue::Text(text(reader.delimited()?)?),
             (6, WIRE_LEN) => WireValue::Bytes(reader.delimited()?),
             (1..=6, _) => return Err(Malformed("invalid wire type")),
             (_, wire) => {

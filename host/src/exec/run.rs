@@ -10,6 +10,7 @@ use ebb_proto::query::v1 as pb;
 use ebb_query::{
     AggState, Column, Limits, OutputColumn, Plan, RowSource, Shape, SqlType, Value, eval_batch,
 };
+use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::convert::{from_proto, to_proto};
@@ -370,85 +371,90 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Fetch one page for each of `scans[indexes]` concurrently, on the
-    /// fragments' background pools.
-    async fn fetch(
-        &mut self,
-        scans: &mut [Scan],
-        indexes: &[usize],
-    ) -> Result<Vec<(usize, PageOutput)>, QueryError> {
-        self.check_deadline()?;
-        let jobs = indexes.iter().map(|&i| {
-            let scan = &scans[i];
-            let plan = self.plan.clone();
-            let snapshot = scan.snapshot.clone();
-            let resume = scan.resume_after.clone();
-            let fragment = scan.fragment;
-            let budget = scan.budget;
-            let snapshot_ms = self.snapshot_ms;
-            let node = self.node;
-            let plugins = self.plugins;
-            async move {
-                let Some(snapshot) = snapshot else {
-                    return Ok((
-                        i,
-                        PageOutput {
-                            done: true,
-                            ..PageOutput::default()
-                        },
-                    ));
-                };
-                let page = move || {
-                    run_page(
-                        &plan,
-                        &snapshot,
-                        fragment,
-                        resume.as_deref(),
-                        budget,
-                        snapshot_ms,
-                    )
-                };
-                let fragment_handle = &node.inner.fragments[fragment as usize];
-                let page = if plugins {
-                    // Plugin calls block: run on the blocking pool, holding a
-                    // background-pool slot for admission.
-                    let permit = fragment_handle
-                        .admit_background()
-                        .map_err(crate::Error::from)?;
-                    tokio::task::spawn_blocking(move || {
-                        let _admitted = permit;
-                        page()
-                    })
+    /// The next page of `scans[i]`, on its fragment's background pool (on
+    /// the blocking pool when the query calls plugins). `then` runs on the
+    /// page's output where the page ran (aggregates merge there).
+    fn page_job<F>(
+        &self,
+        scans: &[Scan],
+        i: usize,
+        then: F,
+    ) -> impl Future<Output = Result<(usize, PageOutput), QueryError>> + Send + use<'a, F>
+    where
+        F: FnOnce(&mut PageOutput) -> Result<(), QueryError> + Send + 'static,
+    {
+        let scan = &scans[i];
+        let plan = self.plan.clone();
+        let snapshot = scan.snapshot.clone();
+        let resume = scan.resume_after.clone();
+        let fragment = scan.fragment;
+        let budget = scan.budget;
+        let snapshot_ms = self.snapshot_ms;
+        let node = self.node;
+        let plugins = self.plugins;
+        async move {
+            let Some(snapshot) = snapshot else {
+                return Ok((
+                    i,
+                    PageOutput {
+                        done: true,
+                        ..PageOutput::default()
+                    },
+                ));
+            };
+            let page = move || {
+                let mut page = run_page(
+                    &plan,
+                    &snapshot,
+                    fragment,
+                    resume.as_deref(),
+                    budget,
+                    snapshot_ms,
+                )?;
+                then(&mut page)?;
+                Ok::<_, QueryError>(page)
+            };
+            let fragment_handle = &node.inner.fragments[fragment as usize];
+            let page = if plugins {
+                // Plugin calls block: run on the blocking pool, holding a
+                // background-pool slot for admission.
+                let permit = fragment_handle
+                    .admit_background()
+                    .map_err(crate::Error::from)?;
+                tokio::task::spawn_blocking(move || {
+                    let _admitted = permit;
+                    page()
+                })
+                .await
+                .map_err(|_| crate::Error::Interrupted { fragment })??
+            } else {
+                let (reply, answer) = oneshot::channel();
+                fragment_handle
+                    .submit_background(Box::new(move |_state| {
+                        let _ = reply.send(page());
+                    }))
+                    .await
+                    .map_err(crate::Error::from)?;
+                answer
                     .await
                     .map_err(|_| crate::Error::Interrupted { fragment })??
-                } else {
-                    let (reply, answer) = oneshot::channel();
-                    fragment_handle
-                        .submit_background(Box::new(move |_state| {
-                            let _ = reply.send(page());
-                        }))
-                        .await
-                        .map_err(crate::Error::from)?;
-                    answer
-                        .await
-                        .map_err(|_| crate::Error::Interrupted { fragment })??
-                };
-                Ok::<_, QueryError>((i, page))
-            }
-        });
-        let pages = futures::future::try_join_all(jobs).await?;
-        for (i, page) in &pages {
-            let scan = &mut scans[*i];
-            scan.resume_after = page.resume_after.clone();
-            scan.done = page.done;
-            scan.budget = scan
-                .budget
-                .saturating_mul(2)
-                .min(self.budgets.max_page_visit_budget)
-                .max(self.budgets.page_visit_budget);
-            self.stats.pages += 1;
-            self.stats.scanned += page.visited as u64;
+            };
+            Ok((i, page))
         }
+    }
+
+    /// Account for a page of `scan`: where the next one starts, how many
+    /// records it may visit, and the scanned-records budget.
+    fn record(&mut self, scan: &mut Scan, page: &PageOutput) -> Result<(), QueryError> {
+        scan.resume_after = page.resume_after.clone();
+        scan.done = page.done;
+        scan.budget = scan
+            .budget
+            .saturating_mul(2)
+            .min(self.budgets.max_page_visit_budget)
+            .max(self.budgets.page_visit_budget);
+        self.stats.pages += 1;
+        self.stats.scanned += page.visited as u64;
         if self.stats.scanned > self.budgets.max_scanned_records {
             return Err(QueryError::Budget {
                 budget: "max_scanned_records",
@@ -458,6 +464,24 @@ impl<'a> Run<'a> {
                     self.budgets.max_scanned_records
                 ),
             });
+        }
+        Ok(())
+    }
+
+    /// Fetch one page for each of `scans[indexes]` concurrently.
+    async fn fetch(
+        &mut self,
+        scans: &mut [Scan],
+        indexes: &[usize],
+    ) -> Result<Vec<(usize, PageOutput)>, QueryError> {
+        self.check_deadline()?;
+        let jobs: Vec<_> = indexes
+            .iter()
+            .map(|&i| self.page_job(scans, i, |_| Ok(())))
+            .collect();
+        let pages = futures::future::try_join_all(jobs).await?;
+        for (i, page) in &pages {
+            self.record(&mut scans[*i], page)?;
         }
         Ok(pages)
     }
@@ -670,27 +694,26 @@ impl<'a> Run<'a> {
                 scan.done = true;
             }
         }
-        loop {
-            let pending: Vec<usize> = (0..scans.len()).filter(|&i| !scans[i].done).collect();
-            if pending.is_empty() {
-                break;
-            }
-            let pages: Vec<Groups> = self
-                .fetch(scans, &pending)
-                .await?
-                .into_iter()
-                .map(|(_, page)| page.groups)
-                .collect();
-            let plan = self.plan.clone();
-            groups = self
-                .off_worker(move || {
-                    for page in pages {
-                        merge_groups(&plan, &mut groups, page)?;
-                    }
-                    Ok(groups)
-                })
-                .await?;
-            if groups.len() > self.budgets.max_groups {
+        // Pages are pipelined: each partition's next page starts as soon as
+        // its previous one is done, and each page merges its groups into
+        // the shared ones where it ran (plugin merges run on the blocking
+        // pool with the page), so no core waits for the slowest page.
+        let shared = Arc::new(parking_lot::Mutex::new(groups));
+        let job = |run: &Self, scans: &[Scan], i: usize| {
+            let (plan, shared) = (run.plan.clone(), shared.clone());
+            run.page_job(scans, i, move |page| {
+                let groups = std::mem::take(&mut page.groups);
+                merge_groups(&plan, &mut shared.lock(), groups)
+            })
+        };
+        let mut in_flight = futures::stream::FuturesUnordered::new();
+        for i in (0..scans.len()).filter(|&i| !scans[i].done) {
+            in_flight.push(job(self, scans, i));
+        }
+        while let Some(done) = in_flight.next().await {
+            let (i, page) = done?;
+            self.record(&mut scans[i], &page)?;
+            if shared.lock().len() > self.budgets.max_groups {
                 return Err(QueryError::Budget {
                     budget: "max_groups",
                     limit: self.budgets.max_groups as u64,
@@ -700,7 +723,13 @@ impl<'a> Run<'a> {
                     ),
                 });
             }
+            if !scans[i].done {
+                self.check_deadline()?;
+                in_flight.push(job(self, scans, i));
+            }
         }
+        drop(in_flight);
+        let groups = std::mem::take(&mut *shared.lock());
         let plan = self.plan.clone();
         self.off_worker(move || finish_groups(&plan, groups)).await
     }

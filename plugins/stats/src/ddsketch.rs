@@ -1,6 +1,6 @@
-//! A DDSketch quantile sketch: log-spaced buckets with 1% relative accuracy.
-
-use std::collections::BTreeMap;
+//! A DDSketch quantile sketch: log-spaced buckets with 1% relative accuracy,
+//! counted in a dense array of buckets (one add is an index computation and
+//! an increment).
 
 use ebb_guest::state::{StateReader, StateWriter};
 
@@ -8,32 +8,120 @@ use ebb_guest::state::{StateReader, StateWriter};
 /// `|v - x| <= ALPHA * |x|` (while no buckets were collapsed).
 pub const ALPHA: f64 = 0.01;
 
-/// Most non-empty buckets kept per sign. Past it, the buckets nearest zero
-/// fold into the smallest kept one. At 1% accuracy, 2048 buckets cover
-/// magnitudes spanning a factor of about 1e17, so real data rarely folds.
+/// Widest span of bucket indexes kept per sign. Past it, the buckets
+/// nearest zero fold into the lowest kept one. At 1% accuracy, 2048 buckets
+/// cover magnitudes spanning a factor of about 1e17, so real data rarely
+/// folds; a store holds at most this many counters (16 KiB).
 pub const MAX_BUCKETS: usize = 2048;
 
-fn gamma() -> f64 {
-    (1.0 + ALPHA) / (1.0 - ALPHA)
+/// `1 / ln(gamma)`, `gamma = (1 + ALPHA) / (1 - ALPHA)`.
+fn inverse_ln_gamma() -> f64 {
+    1.0 / ((1.0 + ALPHA) / (1.0 - ALPHA)).ln()
 }
 
 /// Bucket `i` holds magnitudes in `(gamma^(i-1), gamma^i]`.
 fn bucket_of(magnitude: f64) -> i32 {
-    (magnitude.ln() / gamma().ln()).ceil() as i32
+    (magnitude.ln() * inverse_ln_gamma()).ceil() as i32
 }
 
 /// The value with relative error at most `ALPHA` to anything in bucket `i`.
 fn bucket_value(i: i32) -> f64 {
-    let g = gamma();
-    2.0 * (f64::from(i) * g.ln()).exp() / (g + 1.0)
+    let g = (1.0 + ALPHA) / (1.0 - ALPHA);
+    2.0 * (f64::from(i) / inverse_ln_gamma()).exp() / (g + 1.0)
+}
+
+/// Counts of consecutive buckets `offset..offset + counts.len()` (with
+/// room to grow on either side), and the highest non-empty one.
+#[derive(Debug, Clone, Default)]
+struct Store {
+    offset: i32,
+    counts: Vec<u64>,
+    highest: i32,
+}
+
+impl PartialEq for Store {
+    /// Equal when the non-empty buckets are (however much room each has).
+    fn eq(&self, other: &Self) -> bool {
+        self.buckets().eq(other.buckets())
+    }
+}
+
+impl Store {
+    /// The non-empty buckets, lowest first.
+    fn buckets(&self) -> impl DoubleEndedIterator<Item = (i32, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(at, n)| (self.offset + at as i32, *n))
+    }
+
+    /// Add `n` to bucket `i`. Buckets `MAX_BUCKETS` or more below the
+    /// highest one fold into the lowest kept one, whenever they arrive: what
+    /// is kept depends only on the highest bucket, so the store does not
+    /// depend on the order of adds or merges.
+    fn add(&mut self, i: i32, n: u64) {
+        if self.counts.is_empty() {
+            self.offset = i;
+            self.highest = i;
+            self.counts.push(0);
+        }
+        let lowest_kept = self.highest.max(i) - (MAX_BUCKETS as i32 - 1);
+        let i = i.max(lowest_kept);
+        if i < self.offset || i >= self.offset + self.counts.len() as i32 {
+            self.grow(i, lowest_kept);
+        }
+        self.counts[(i - self.offset) as usize] += n;
+        if i > self.highest {
+            self.highest = i;
+            self.collapse();
+        }
+    }
+
+    /// Make room for bucket `i` (never below `lowest_kept`), with slack on
+    /// the side that grew so a run of growing adds rarely copies.
+    fn grow(&mut self, i: i32, lowest_kept: i32) {
+        let slack = (self.counts.len() as i32 / 2).clamp(8, MAX_BUCKETS as i32 / 4);
+        let top = self.offset + self.counts.len() as i32 - 1;
+        let low = if i < self.offset {
+            (i - slack).max(lowest_kept)
+        } else {
+            self.offset
+        };
+        let high = if i > top { i + slack } else { top };
+        let mut counts = vec![0; (high - low + 1) as usize];
+        let from = (self.offset - low) as usize;
+        counts[from..from + self.counts.len()].copy_from_slice(&self.counts);
+        self.offset = low;
+        self.counts = counts;
+    }
+
+    /// Fold the buckets below the lowest kept one into it and drop their
+    /// room.
+    fn collapse(&mut self) {
+        let cutoff = self.highest - (MAX_BUCKETS as i32 - 1);
+        if cutoff <= self.offset {
+            return;
+        }
+        let below = (cutoff - self.offset) as usize;
+        let folded: u64 = self.counts.drain(..below).sum();
+        self.offset = cutoff;
+        self.counts[0] += folded;
+    }
+
+    fn total(&self) -> Option<u64> {
+        self.counts
+            .iter()
+            .try_fold(0u64, |total, &n| total.checked_add(n))
+    }
 }
 
 /// A mergeable quantile sketch. Merge is exact: the result does not depend
 /// on how the input was split or in which order partial sketches merge.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sketch {
-    positive: BTreeMap<i32, u64>,
-    negative: BTreeMap<i32, u64>,
+    positive: Store,
+    negative: Store,
     zero: u64,
     count: u64,
     min: f64,
@@ -43,31 +131,14 @@ pub struct Sketch {
 impl Default for Sketch {
     fn default() -> Self {
         Sketch {
-            positive: BTreeMap::new(),
-            negative: BTreeMap::new(),
+            positive: Store::default(),
+            negative: Store::default(),
             zero: 0,
             count: 0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
         }
     }
-}
-
-/// Keeps the `MAX_BUCKETS` highest buckets, folding the rest into the
-/// lowest kept one. Depends only on the set of non-empty buckets, so
-/// folding early or late gives the same sketch.
-fn collapse(store: &mut BTreeMap<i32, u64>) {
-    if store.len() <= MAX_BUCKETS {
-        return;
-    }
-    let &cutoff = store
-        .keys()
-        .nth_back(MAX_BUCKETS - 1)
-        .expect("len > MAX_BUCKETS");
-    let kept = store.split_off(&cutoff);
-    let folded: u64 = store.values().sum();
-    *store = kept;
-    *store.get_mut(&cutoff).expect("cutoff is kept") += folded;
 }
 
 impl Sketch {
@@ -79,14 +150,10 @@ impl Sketch {
         let magnitude = x.abs();
         if magnitude < f64::MIN_POSITIVE {
             self.zero += 1;
+        } else if x > 0.0 {
+            self.positive.add(bucket_of(magnitude), 1);
         } else {
-            let store = if x > 0.0 {
-                &mut self.positive
-            } else {
-                &mut self.negative
-            };
-            *store.entry(bucket_of(magnitude)).or_default() += 1;
-            collapse(store);
+            self.negative.add(bucket_of(magnitude), 1);
         }
         self.count += 1;
         self.min = self.min.min(x);
@@ -100,10 +167,9 @@ impl Sketch {
             (&mut self.positive, other.positive),
             (&mut self.negative, other.negative),
         ] {
-            for (i, n) in theirs {
-                *store.entry(i).or_default() += n;
+            for (i, n) in theirs.buckets() {
+                store.add(i, n);
             }
-            collapse(store);
         }
         self.zero += other.zero;
         self.count += other.count;
@@ -122,11 +188,11 @@ impl Sketch {
         let rank = (q.clamp(0.0, 1.0) * (self.count - 1) as f64).floor() as u64;
         let ascending = self
             .negative
-            .iter()
+            .buckets()
             .rev()
-            .map(|(&i, &n)| (-bucket_value(i), n))
+            .map(|(i, n)| (-bucket_value(i), n))
             .chain(std::iter::once((0.0, self.zero)))
-            .chain(self.positive.iter().map(|(&i, &n)| (bucket_value(i), n)));
+            .chain(self.positive.buckets().map(|(i, n)| (bucket_value(i), n)));
         let mut seen = 0u64;
         for (value, n) in ascending {
             seen += n;
@@ -142,9 +208,9 @@ impl Sketch {
         let mut w = StateWriter::new();
         w.u64(self.zero).f64(self.min).f64(self.max);
         for store in [&self.positive, &self.negative] {
-            w.u64(store.len() as u64);
+            w.u64(store.buckets().count() as u64);
             let mut previous = 0i32;
-            for (&i, &n) in store {
+            for (i, n) in store.buckets() {
                 w.i64(i64::from(i) - i64::from(previous)).u64(n);
                 previous = i;
             }
@@ -166,8 +232,8 @@ impl Sketch {
             if len > MAX_BUCKETS as u64 {
                 return Err(format!("{len} buckets, at most {MAX_BUCKETS} allowed"));
             }
+            let mut buckets = Vec::with_capacity(len as usize);
             let mut index = 0i64;
-            let mut store = BTreeMap::new();
             for position in 0..len {
                 let delta = r.i64()?;
                 if position > 0 && delta <= 0 {
@@ -177,7 +243,22 @@ impl Sketch {
                     .checked_add(delta)
                     .filter(|i| i32::try_from(*i).is_ok())
                     .ok_or("bucket index out of range")?;
-                store.insert(index as i32, r.u64()?);
+                let n = r.u64()?;
+                if n == 0 {
+                    return Err("an empty bucket is listed".to_owned());
+                }
+                buckets.push((index as i32, n));
+            }
+            if let (Some(&(low, _)), Some(&(high, _))) = (buckets.first(), buckets.last())
+                && i64::from(high) - i64::from(low) >= MAX_BUCKETS as i64
+            {
+                return Err(format!(
+                    "buckets span {low}..={high}, more than {MAX_BUCKETS} indexes"
+                ));
+            }
+            let mut store = Store::default();
+            for (i, n) in buckets {
+                store.add(i, n);
             }
             if negative {
                 sketch.negative = store;
@@ -188,9 +269,9 @@ impl Sketch {
         r.finish()?;
         sketch.count = [&sketch.positive, &sketch.negative]
             .into_iter()
-            .flat_map(BTreeMap::values)
-            .chain([&sketch.zero])
-            .try_fold(0u64, |total, &n| total.checked_add(n))
+            .map(Store::total)
+            .chain([Some(sketch.zero)])
+            .try_fold(0u64, |total, n| total.checked_add(n?))
             .ok_or("bucket counts overflow")?;
         Ok(sketch)
     }
@@ -215,11 +296,75 @@ mod tests {
         for e in -1500..=1500 {
             sketch.add(10f64.powf(f64::from(e) / 10.0)).unwrap();
         }
-        assert_eq!(sketch.positive.len(), MAX_BUCKETS);
+        let buckets: Vec<_> = sketch.positive.buckets().collect();
+        let span = buckets.last().unwrap().0 - buckets.first().unwrap().0;
+        assert_eq!(
+            span,
+            MAX_BUCKETS as i32 - 1,
+            "the kept buckets span the limit"
+        );
+        assert!(sketch.positive.counts.len() <= MAX_BUCKETS * 3);
         let p99 = sketch.quantile(0.99).unwrap();
         let exact = 10f64.powf(f64::from(-1500 + 2970) / 10.0);
         assert!((p99 - exact).abs() <= ALPHA * exact, "{p99} vs {exact}");
         assert_eq!(Sketch::decode(&sketch.encode()), Ok(sketch));
+    }
+
+    #[test]
+    fn order_and_splits_do_not_change_the_sketch_even_when_folding() {
+        // Magnitudes from 1e-200 to 1e200 in a scrambled order: far more
+        // than MAX_BUCKETS apart, arriving above and below what is kept.
+        let values: Vec<f64> = (0..4000u64)
+            .map(|k| {
+                let e = (k * 7919 % 4000) as f64 / 10.0 - 200.0;
+                let sign = if k % 3 == 0 { -1.0 } else { 1.0 };
+                sign * 10f64.powf(e)
+            })
+            .collect();
+        let whole = values.iter().fold(Sketch::default(), |mut s, &x| {
+            s.add(x).unwrap();
+            s
+        });
+        let mut reversed = Sketch::default();
+        for &x in values.iter().rev() {
+            reversed.add(x).unwrap();
+        }
+        assert_eq!(reversed.encode(), whole.encode());
+        for parts in [2, 3, 7] {
+            let merged = values
+                .chunks(values.len() / parts + 1)
+                .map(|chunk| {
+                    let mut s = Sketch::default();
+                    for &x in chunk {
+                        s.add(x).unwrap();
+                    }
+                    s
+                })
+                .rev()
+                .reduce(Sketch::merge)
+                .unwrap();
+            assert_eq!(merged.encode(), whole.encode(), "{parts} parts");
+        }
+        assert_eq!(Sketch::decode(&whole.encode()), Ok(whole));
+    }
+
+    #[test]
+    fn a_value_far_below_the_kept_buckets_folds_into_the_lowest() {
+        let mut sketch = Sketch::default();
+        sketch.add(1e100).unwrap();
+        sketch.add(1e-100).unwrap();
+        sketch.add(1e-300).unwrap();
+        assert_eq!(sketch.count, 3);
+        let buckets: Vec<_> = sketch.positive.buckets().collect();
+        assert_eq!(buckets.len(), 2);
+        assert_eq!(buckets[1].0 - buckets[0].0, MAX_BUCKETS as i32 - 1);
+        assert_eq!(buckets[0].1, 2);
+        // The largest stays within the accuracy; the folded ones read as
+        // the lowest kept bucket, about 1e17 below it.
+        let top = sketch.quantile(1.0).unwrap();
+        assert!((top - 1e100).abs() <= ALPHA * 1e100, "{top}");
+        let bottom = sketch.quantile(0.0).unwrap();
+        assert!((1e82..1e84).contains(&bottom), "{bottom}");
     }
 
     #[test]

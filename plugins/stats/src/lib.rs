@@ -19,11 +19,13 @@
 //! the same input agree to about 1e-15 relative, not bit for bit.
 //!
 //! **p50, p95, p99** use a DDSketch ([`ddsketch`]): log-spaced buckets with
-//! relative accuracy α = 1%, at most 2048 non-empty buckets per sign. The
-//! estimate of the value at rank `floor(q * (n - 1))` is within 1% of it
-//! (relative), and never outside the exact minimum and maximum. Only data
-//! spanning more than about 17 orders of magnitude on one side of zero folds
-//! buckets, losing accuracy for the magnitudes nearest zero. NaN and
+//! relative accuracy α = 1%, counted in a dense array covering at most 2048
+//! consecutive buckets per sign. The estimate of the value at rank
+//! `floor(q * (n - 1))` is within 1% of it (relative), and never outside the
+//! exact minimum and maximum. Only data spanning more than about 17 orders
+//! of magnitude on one side of zero folds buckets (those more than 2048
+//! below the highest fold into the lowest kept one), losing accuracy for the
+//! magnitudes nearest zero. NaN and
 //! infinities are rejected with an error. The state is at most ~30 KB and
 //! typically a few hundred bytes. Merge is exact: any split gives the
 //! identical result.
