@@ -87,6 +87,35 @@ const PLAIN: [bool; 256] = {
     plain
 };
 
+fn is_space(byte: Option<u8>) -> bool {
+    matches!(byte, Some(b' ' | b'\n' | b'\r' | b'\t'))
+}
+
+/// How many bytes at the start of `bytes` a string holds as they are;
+/// `None` when no other byte follows. Eight bytes at a time while all are
+/// plain (printable ASCII but `"` and `\`).
+fn plain_run(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let mut at = 0;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        // Any byte below 0x20, at or above 0x80, `"` or `\`?
+        let special = (word.wrapping_sub(ONES * 0x20) | word) & HIGHS
+            | has_zero(word ^ (ONES * u64::from(b'"')))
+            | has_zero(word ^ (ONES * u64::from(b'\\')));
+        if special != 0 {
+            break;
+        }
+        at += 8;
+    }
+    bytes[at..]
+        .iter()
+        .position(|&b| !PLAIN[usize::from(b)])
+        .map(|run| at + run)
+}
+
 /// The document is not valid JSON.
 struct Invalid;
 
@@ -103,7 +132,14 @@ impl Scanner<'_> {
     }
 
     fn whitespace(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+        // Between tokens there is usually no space or one: checked without
+        // entering a loop (each loop pass costs an interruption check in
+        // the sandbox).
+        if !is_space(self.peek()) {
+            return;
+        }
+        self.at += 1;
+        while is_space(self.peek()) {
             self.at += 1;
         }
     }
@@ -199,11 +235,7 @@ impl Scanner<'_> {
         let start = self.at;
         let (mut escaped, mut ascii) = (false, true);
         loop {
-            let plain = self.bytes[self.at..]
-                .iter()
-                .position(|&b| !PLAIN[usize::from(b)])
-                .ok_or(Invalid)?;
-            self.at += plain;
+            self.at += plain_run(&self.bytes[self.at..]).ok_or(Invalid)?;
             let byte = self.bytes[self.at];
             self.at += 1;
             match byte {
@@ -457,6 +489,22 @@ mod tests {
         }
         // Invalid UTF-8 in a string the path does not reach.
         assert_eq!(extract(b"{\"a\": 1, \"b\": \"\xff\"}", &steps), None);
+    }
+
+    #[test]
+    fn plain_runs_stop_at_the_first_byte_a_string_cannot_hold_as_is() {
+        for len in 0..40 {
+            for special in [b'"', b'\\', 0x00, 0x1f, 0x7f, 0x80, 0xff] {
+                for at in 0..=len {
+                    let mut bytes = vec![b'a'; len];
+                    bytes.insert(at, special);
+                    bytes.extend_from_slice(b"\"\x01");
+                    let naive = bytes.iter().position(|&b| !PLAIN[usize::from(b)]);
+                    assert_eq!(plain_run(&bytes), naive, "{special:#x} at {at} of {len}");
+                }
+            }
+            assert_eq!(plain_run(&vec![b'z'; len]), None);
+        }
     }
 
     #[test]
