@@ -298,3 +298,100 @@ async fn point_queries_touch_one_fragment_and_explain_says_so() {
     );
     node.shutdown().await.unwrap();
 }
+
+/// `test.pages(key)`: the first key of every batch it folded, in the order
+/// partial states merged. Its merge is associative but not commutative, and
+/// each update waits a random moment, so pages finish in a different order
+/// every run.
+#[derive(Debug)]
+struct MergeTrace;
+
+fn trace_of(state: &ebb_query::AggState) -> String {
+    match state.first() {
+        Some(Value::Text(t)) => t.to_string(),
+        _ => String::new(),
+    }
+}
+
+impl ebb_query::AggregateFunction for MergeTrace {
+    fn name(&self) -> &str {
+        "test.pages"
+    }
+
+    fn arity(&self) -> ebb_query::Arity {
+        ebb_query::Arity::Exact(1)
+    }
+
+    fn init(&self) -> Result<ebb_query::AggState, ebb_query::FunctionError> {
+        Ok(vec![Value::text("")])
+    }
+
+    fn update(
+        &self,
+        state: &mut ebb_query::AggState,
+        args: &[Vec<Value>],
+        rows: usize,
+    ) -> Result<(), ebb_query::FunctionError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        std::thread::sleep(Duration::from_micros(u64::from(nanos % 3000)));
+        if rows > 0 {
+            let first = args[0][0].render();
+            *state = vec![Value::text(format!("{}{first};", trace_of(state)))];
+        }
+        Ok(())
+    }
+
+    fn merge(
+        &self,
+        left: ebb_query::AggState,
+        right: ebb_query::AggState,
+    ) -> Result<ebb_query::AggState, ebb_query::FunctionError> {
+        Ok(vec![Value::text(format!(
+            "{}{}",
+            trace_of(&left),
+            trace_of(&right)
+        ))])
+    }
+
+    fn finish(&self, state: ebb_query::AggState) -> Result<Value, ebb_query::FunctionError> {
+        Ok(Value::text(trace_of(&state)))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_aggregates_merge_in_the_same_order_every_run() {
+    // Small pages over 8 fragments: dozens of pages, finishing in a random
+    // order; the result must not depend on that order.
+    let budgets = QueryBudgets {
+        page_visit_budget: 16,
+        max_page_visit_budget: 32,
+        ..QueryBudgets::default()
+    };
+    let config = NodeConfig::new("unused")
+        .fragments(8)
+        .query_budgets(budgets);
+    let node = Node::open_with_store(config, Arc::new(MemoryStore::new()))
+        .await
+        .unwrap();
+    node.register_aggregate("test", "pages", Arc::new(MergeTrace))
+        .unwrap();
+    let t = node.table("t").unwrap();
+    let fast = PutOptions::default().durability(Durability::Memory);
+    for i in 0..600 {
+        t.put(&format!("k{i:04}"), "v", fast).await.unwrap();
+    }
+    let text = "SELECT test.pages(key) FROM t";
+    let (first, _) = all_pages(&node, text, 10).await;
+    let Value::Text(trace) = &first[0][0] else {
+        panic!("a text result, got {first:?}");
+    };
+    assert!(trace.matches(';').count() > 20, "many pages: {trace}");
+    for _ in 0..5 {
+        let (again, _) = all_pages(&node, text, 10).await;
+        assert_eq!(again, first);
+    }
+    node.shutdown().await.unwrap();
+}

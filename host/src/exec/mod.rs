@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod cursor;
+mod merge_order;
 pub mod native;
 pub mod page;
 mod run;

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::convert::{from_proto, to_proto};
 use super::cursor;
+use super::merge_order::MergeOrder;
 use super::page::{Groups, OutRow, PageOutput, run_page};
 use super::{Consistency, QueryBudgets, QueryError, QueryOutput, QueryRequest, QueryStats};
 use crate::Node;
@@ -372,17 +373,12 @@ impl<'a> Run<'a> {
     }
 
     /// The next page of `scans[i]`, on its fragment's background pool (on
-    /// the blocking pool when the query calls plugins). `then` runs on the
-    /// page's output where the page ran (aggregates merge there).
-    fn page_job<F>(
+    /// the blocking pool when the query calls plugins).
+    fn page_job(
         &self,
         scans: &[Scan],
         i: usize,
-        then: F,
-    ) -> impl Future<Output = Result<(usize, PageOutput), QueryError>> + Send + use<'a, F>
-    where
-        F: FnOnce(&mut PageOutput) -> Result<(), QueryError> + Send + 'static,
-    {
+    ) -> impl Future<Output = Result<(usize, PageOutput), QueryError>> + Send + use<'a> {
         let scan = &scans[i];
         let plan = self.plan.clone();
         let snapshot = scan.snapshot.clone();
@@ -403,16 +399,14 @@ impl<'a> Run<'a> {
                 ));
             };
             let page = move || {
-                let mut page = run_page(
+                run_page(
                     &plan,
                     &snapshot,
                     fragment,
                     resume.as_deref(),
                     budget,
                     snapshot_ms,
-                )?;
-                then(&mut page)?;
-                Ok::<_, QueryError>(page)
+                )
             };
             let fragment_handle = &node.inner.fragments[fragment as usize];
             let page = if plugins {
@@ -475,10 +469,7 @@ impl<'a> Run<'a> {
         indexes: &[usize],
     ) -> Result<Vec<(usize, PageOutput)>, QueryError> {
         self.check_deadline()?;
-        let jobs: Vec<_> = indexes
-            .iter()
-            .map(|&i| self.page_job(scans, i, |_| Ok(())))
-            .collect();
+        let jobs: Vec<_> = indexes.iter().map(|&i| self.page_job(scans, i)).collect();
         let pages = futures::future::try_join_all(jobs).await?;
         for (i, page) in &pages {
             self.record(&mut scans[*i], page)?;
@@ -695,41 +686,61 @@ impl<'a> Run<'a> {
             }
         }
         // Pages are pipelined: each partition's next page starts as soon as
-        // its previous one is done, and each page merges its groups into
-        // the shared ones where it ran (plugin merges run on the blocking
-        // pool with the page), so no core waits for the slowest page.
-        let shared = Arc::new(parking_lot::Mutex::new(groups));
-        let job = |run: &Self, scans: &[Scan], i: usize| {
-            let (plan, shared) = (run.plan.clone(), shared.clone());
-            run.page_job(scans, i, move |page| {
-                let groups = std::mem::take(&mut page.groups);
-                merge_groups(&plan, &mut shared.lock(), groups)
-            })
-        };
+        // its previous one is done, so no core waits for the slowest page.
+        // Their partial states merge in round order (see `MergeOrder`), so
+        // the result does not depend on which page finished first; merges
+        // run on the blocking pool (plugin merges call the sandbox) while
+        // pages go on.
+        let mut order = MergeOrder::new(scans.iter().map(|s| s.done));
         let mut in_flight = futures::stream::FuturesUnordered::new();
         for i in (0..scans.len()).filter(|&i| !scans[i].done) {
-            in_flight.push(job(self, scans, i));
+            in_flight.push(self.page_job(scans, i));
         }
-        while let Some(done) = in_flight.next().await {
-            let (i, page) = done?;
-            self.record(&mut scans[i], &page)?;
-            if shared.lock().len() > self.budgets.max_groups {
-                return Err(QueryError::Budget {
-                    budget: "max_groups",
-                    limit: self.budgets.max_groups as u64,
-                    message: format!(
-                        "GROUP BY produced more than {} groups (max_groups); group by something coarser or narrow the WHERE",
-                        self.budgets.max_groups
-                    ),
-                });
+        let mut due: Vec<Groups> = Vec::new();
+        let mut merged = Some(groups);
+        let mut merging = None;
+        loop {
+            if merging.is_none() && !due.is_empty() {
+                let (plan, pages) = (self.plan.clone(), std::mem::take(&mut due));
+                let mut groups = merged.take().expect("no merge running");
+                merging = Some(tokio::task::spawn_blocking(move || {
+                    for page in pages {
+                        merge_groups(&plan, &mut groups, page)?;
+                    }
+                    Ok::<_, QueryError>(groups)
+                }));
             }
-            if !scans[i].done {
-                self.check_deadline()?;
-                in_flight.push(job(self, scans, i));
+            tokio::select! {
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                    let (i, mut page) = done?;
+                    self.record(&mut scans[i], &page)?;
+                    if !scans[i].done {
+                        self.check_deadline()?;
+                        in_flight.push(self.page_job(scans, i));
+                    }
+                    due.extend(order.arrive(i, scans[i].done, std::mem::take(&mut page.groups)));
+                }
+                result = async { merging.as_mut().expect("checked").await }, if merging.is_some() => {
+                    merging = None;
+                    let groups = result
+                        .map_err(|e| QueryError::InvalidRequest(format!("query task failed: {e}")))??;
+                    if groups.len() > self.budgets.max_groups {
+                        return Err(QueryError::Budget {
+                            budget: "max_groups",
+                            limit: self.budgets.max_groups as u64,
+                            message: format!(
+                                "GROUP BY produced more than {} groups (max_groups); group by something coarser or narrow the WHERE",
+                                self.budgets.max_groups
+                            ),
+                        });
+                    }
+                    merged = Some(groups);
+                }
+                else => break,
             }
         }
-        drop(in_flight);
-        let groups = std::mem::take(&mut *shared.lock());
+        let groups = merged.expect("every merge finished");
+        debug_assert!(order.is_drained(), "every page merged");
         let plan = self.plan.clone();
         self.off_worker(move || finish_groups(&plan, groups)).await
     }
