@@ -362,3 +362,88 @@ impl FunctionRegistry for HostFunctions {
         })))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ebb_proto::Message;
+
+    use super::*;
+
+    fn response(result: abi::call_response::Result) -> Vec<u8> {
+        abi::CallResponse {
+            result: Some(result),
+        }
+        .encode_to_vec()
+    }
+
+    fn scalar(values: Vec<abi::Value>) -> Vec<u8> {
+        response(abi::call_response::Result::Scalar(abi::ScalarResult {
+            values,
+        }))
+    }
+
+    fn value(kind: abi::value::Kind) -> abi::Value {
+        abi::Value { kind: Some(kind) }
+    }
+
+    #[test]
+    fn scalar_results_read_by_hand_match_prost() {
+        use abi::value::Kind;
+        let values = vec![
+            value(Kind::Int(-7)),
+            value(Kind::Null(true)),
+            value(Kind::Text("é".into())),
+            value(Kind::Bytes(vec![1, 2].into())),
+            value(Kind::Float(2.5)),
+            value(Kind::Boolean(false)),
+        ];
+        let expected: Vec<Value> = values.iter().map(|v| from_proto(v).unwrap()).collect();
+        assert_eq!(scalar_values(&scalar(values.clone()), 6), Ok(expected));
+        assert_eq!(scalar_values(&scalar(Vec::new()), 0), Ok(Vec::new()));
+        // A response of another shape takes prost's path: a repeated
+        // `scalar` field merges into one result.
+        let mut repeated = scalar(values[..1].to_vec());
+        repeated.extend(scalar(values[..1].to_vec()));
+        assert_eq!(
+            scalar_values(&repeated, 2),
+            Ok(vec![Value::Int(-7), Value::Int(-7)])
+        );
+    }
+
+    #[test]
+    fn bad_scalar_results_are_malformed_and_guest_errors_stay_guest_errors() {
+        use abi::value::Kind;
+        let malformed =
+            |bytes: &[u8], n| matches!(scalar_values(bytes, n), Err(CallCause::Malformed(_)));
+        assert!(
+            malformed(&scalar(vec![value(Kind::Int(1))]), 2),
+            "too few values"
+        );
+        assert!(
+            malformed(&scalar(vec![abi::Value { kind: None }]), 1),
+            "empty value"
+        );
+        assert!(malformed(&[0x0a, 0x05, 0x0a], 1), "truncated");
+        assert!(
+            malformed(&[0x0a, 0x03, 0x0a, 0x01, 0x2a], 1),
+            "truncated value"
+        );
+        assert!(
+            malformed(&[0x0a, 0x04, 0x0a, 0x02, 0x2a, 0x01], 1),
+            "text cut short"
+        );
+        assert!(
+            malformed(&[0x0a, 0x05, 0x0a, 0x03, 0x2a, 0x01, 0xff], 1),
+            "text not UTF-8"
+        );
+        assert!(malformed(
+            &response(abi::call_response::Result::State(vec![1].into())),
+            1
+        ));
+        assert!(malformed(&[], 1), "empty response");
+        assert_eq!(
+            scalar_values(&response(abi::call_response::Result::Error("no".into())), 1),
+            Err(CallCause::Guest("no".into()))
+        );
+    }
+}
