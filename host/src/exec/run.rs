@@ -146,17 +146,7 @@ struct Scan {
     /// Records the next page may visit: starts at the page visit budget and
     /// doubles with every page up to the maximum page visit budget.
     budget: usize,
-    /// Aggregates: this partition's pages merged so far, not yet handed to
-    /// the query's groups (see `HANDOVER_GROUPS`).
-    partial: Groups,
 }
-
-/// A partition keeps merging its pages' partial states into its own until
-/// they hold more groups than this (or it has no pages left), then hands
-/// them to the query's groups. Few groups (no `GROUP BY`, or a coarse one)
-/// then cost one merge into the query's groups per partition instead of
-/// one per page.
-const HANDOVER_GROUPS: usize = 1024;
 
 struct GroupRow<'a> {
     keys: &'a [Value],
@@ -349,7 +339,6 @@ impl<'a> Run<'a> {
                 buffer: VecDeque::new(),
                 emitted_to: None,
                 budget: self.budgets.page_visit_budget,
-                partial: Groups::new(),
             };
             if let Some(previous) = resumes.get(&fragment) {
                 if self.consistency == Consistency::Guarded
@@ -384,17 +373,12 @@ impl<'a> Run<'a> {
     }
 
     /// The next page of `scans[i]`, on its fragment's background pool (on
-    /// the blocking pool when the query calls plugins). `then` runs on the
-    /// page's output where the page ran.
-    fn page_job<F>(
+    /// the blocking pool when the query calls plugins).
+    fn page_job(
         &self,
         scans: &[Scan],
         i: usize,
-        then: F,
-    ) -> impl Future<Output = Result<(usize, PageOutput), QueryError>> + Send + use<'a, F>
-    where
-        F: FnOnce(&mut PageOutput) -> Result<(), QueryError> + Send + 'static,
-    {
+    ) -> impl Future<Output = Result<(usize, PageOutput), QueryError>> + Send + use<'a> {
         let scan = &scans[i];
         let plan = self.plan.clone();
         let snapshot = scan.snapshot.clone();
@@ -415,16 +399,14 @@ impl<'a> Run<'a> {
                 ));
             };
             let page = move || {
-                let mut page = run_page(
+                run_page(
                     &plan,
                     &snapshot,
                     fragment,
                     resume.as_deref(),
                     budget,
                     snapshot_ms,
-                )?;
-                then(&mut page)?;
-                Ok::<_, QueryError>(page)
+                )
             };
             let fragment_handle = &node.inner.fragments[fragment as usize];
             let page = if plugins {
@@ -487,10 +469,7 @@ impl<'a> Run<'a> {
         indexes: &[usize],
     ) -> Result<Vec<(usize, PageOutput)>, QueryError> {
         self.check_deadline()?;
-        let jobs: Vec<_> = indexes
-            .iter()
-            .map(|&i| self.page_job(scans, i, |_| Ok(())))
-            .collect();
+        let jobs: Vec<_> = indexes.iter().map(|&i| self.page_job(scans, i)).collect();
         let pages = futures::future::try_join_all(jobs).await?;
         for (i, page) in &pages {
             self.record(&mut scans[*i], page)?;
@@ -708,26 +687,14 @@ impl<'a> Run<'a> {
         }
         // Pages are pipelined: each partition's next page starts as soon as
         // its previous one is done, so no core waits for the slowest page.
-        // Partitions hand their partial states over in round order (see
-        // `MergeOrder`), so the result does not depend on which page
-        // finished first; those merges run on the blocking pool (plugin
-        // merges call the sandbox) while pages go on.
-        // A page merges its states into its partition's partial ones where
-        // it ran (a partition's pages run one after another, in order).
-        let job = |run: &Self, scans: &mut [Scan], i: usize| {
-            let (plan, mut partial) = (run.plan.clone(), std::mem::take(&mut scans[i].partial));
-            run.page_job(scans, i, move |page| {
-                merge_groups(&plan, &mut partial, std::mem::take(&mut page.groups))?;
-                page.groups = partial;
-                Ok(())
-            })
-        };
+        // Their partial states merge in round order (see `MergeOrder`), so
+        // the result does not depend on which page finished first; merges
+        // run on the blocking pool (plugin merges call the sandbox) while
+        // pages go on.
         let mut order = MergeOrder::new(scans.iter().map(|s| s.done));
         let mut in_flight = futures::stream::FuturesUnordered::new();
-        for i in 0..scans.len() {
-            if !scans[i].done {
-                in_flight.push(job(self, scans, i));
-            }
+        for i in (0..scans.len()).filter(|&i| !scans[i].done) {
+            in_flight.push(self.page_job(scans, i));
         }
         let mut due: Vec<Groups> = Vec::new();
         let mut merged = Some(groups);
@@ -747,16 +714,11 @@ impl<'a> Run<'a> {
                 Some(done) = in_flight.next(), if !in_flight.is_empty() => {
                     let (i, mut page) = done?;
                     self.record(&mut scans[i], &page)?;
-                    let partial = std::mem::take(&mut page.groups);
-                    if scans[i].done || partial.len() > HANDOVER_GROUPS {
-                        due.extend(order.arrive(i, scans[i].done, partial));
-                    } else {
-                        scans[i].partial = partial;
-                    }
                     if !scans[i].done {
                         self.check_deadline()?;
-                        in_flight.push(job(self, scans, i));
+                        in_flight.push(self.page_job(scans, i));
                     }
+                    due.extend(order.arrive(i, scans[i].done, std::mem::take(&mut page.groups)));
                 }
                 result = async { merging.as_mut().expect("checked").await }, if merging.is_some() => {
                     merging = None;
