@@ -4,7 +4,10 @@
 //! plugin and the overhead of one plugin call per batch.
 //!
 //! Run with `make bench-plugins` (needs `make plugins`; `ROWS=...` to change
-//! the row count, `RUNS=...` the number of rounds).
+//! the row count, `RUNS=...` the number of rounds). For profiling,
+//! `EBB_BENCH_ONLY=plugin` (or `native`) runs one side of the first query 40
+//! times and nothing else after loading; with `EBB_PLUGIN_PERFMAP=1`, `perf`
+//! names the plugin's functions.
 
 use std::sync::Arc;
 mod common;
