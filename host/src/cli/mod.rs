@@ -16,7 +16,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use base64::Engine as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
@@ -241,12 +240,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             let reply = client.send("GET", &key_path(&table, &key), None)?;
             match format {
                 Format::Json | Format::Ndjson | Format::Csv => {
-                    let value = match std::str::from_utf8(&reply.body) {
-                        Ok(text) => json!(text),
-                        Err(_) => {
-                            json!({ "base64": base64::engine::general_purpose::STANDARD.encode(&reply.body) })
-                        }
-                    };
+                    let value = crate::exec::convert::bytes_json(&reply.body);
                     let expires: Option<u64> =
                         reply.header("ebb-expires-at").and_then(|v| v.parse().ok());
                     print_json(&json!({

@@ -70,10 +70,16 @@ pub fn to_json(value: &Value) -> Json {
         Value::Int(i) => json!(i),
         Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
         Value::Text(t) => json!(t.as_ref()),
-        Value::Bytes(b) => match std::str::from_utf8(b) {
-            Ok(text) => json!(text),
-            Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(b) }),
-        },
+        Value::Bytes(b) => bytes_json(b),
+    }
+}
+
+/// Bytes as JSON: a string when valid UTF-8, else `{"base64": ...}` (the
+/// one rule for values in query results, dead letters and the CLI).
+pub fn bytes_json(bytes: &[u8]) -> Json {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => json!(text),
+        Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(bytes) }),
     }
 }
 

@@ -6,7 +6,6 @@ use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -152,19 +151,12 @@ pub struct PageQuery {
     after: Option<String>,
 }
 
-fn value_json(bytes: &[u8]) -> Value {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => json!(text),
-        Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(bytes) }),
-    }
-}
-
 fn dead_letter_json(event: &PendingEvent) -> Value {
     let e = event.event();
     json!({
         "id": hex(&e.id),
         "key": e.key,
-        "value": value_json(&e.value),
+        "value": crate::exec::convert::bytes_json(&e.value),
         "version": format!("{}.{}", e.version_ms, e.version_counter),
         "expires_at_ms": e.expires_at_ms,
         "observed_at_ms": e.observed_at_ms,
