@@ -5,9 +5,10 @@
 //!
 //! Run with `make bench-plugins` (needs `make plugins`; `ROWS=...` to change
 //! the row count, `RUNS=...` the number of rounds). For profiling,
-//! `EBB_BENCH_ONLY=plugin` (or `native`) runs one side of the first query 40
-//! times and nothing else after loading; with `EBB_PLUGIN_PERFMAP=1`, `perf`
-//! names the plugin's functions.
+//! `EBB_BENCH_ONLY=plugin` (or `native`) runs one side of one query 40 times
+//! and nothing else after loading (the first query; `EBB_BENCH_QUERY=2` for
+//! the second); with `EBB_PLUGIN_PERFMAP=1`, `perf` names the plugin's
+//! functions.
 
 use std::sync::Arc;
 mod common;
@@ -148,7 +149,8 @@ fn main() {
         "{:<26} {:>10} {:>10} {:>10} {:>14} {:>12}   plugin/native per round",
         "query", "plugin ms", "native ms", "SQLite ms", "plugin/native", "SQLite/plugin",
     );
-    for (name, ebb_sql, native_sql, sqlite_sql) in queries {
+    let profiled: usize = common::env_or("EBB_BENCH_QUERY", 1);
+    for (number, (name, ebb_sql, native_sql, sqlite_sql)) in (1..).zip(queries) {
         let run = |sql: &str| {
             runtime.block_on(async {
                 let started = Instant::now();
@@ -173,7 +175,10 @@ fn main() {
             started.elapsed()
         };
         if let Ok(only) = std::env::var("EBB_BENCH_ONLY") {
-            // Profiling aid: run one side of the first query many times.
+            // Profiling aid: run one side of one query many times.
+            if number != profiled {
+                continue;
+            }
             for _ in 0..40 {
                 match only.as_str() {
                     "native" => drop(run_native()),

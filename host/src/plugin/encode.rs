@@ -16,11 +16,42 @@ fn row_len(args: &[Vec<Value>], row: usize) -> usize {
         .sum()
 }
 
-/// Encoded length of `rows` rows as repeated `Row` fields.
+/// Encoded length of `rows` rows as repeated `Row` fields. Also asks the
+/// CPU to start loading the text and bytes the rows point at, so copying
+/// them in [`put_rows`] does not wait on memory one row at a time.
 fn rows_len(args: &[Vec<Value>], rows: usize) -> usize {
+    for column in args {
+        for value in &column[..rows] {
+            match value {
+                Value::Text(t) => prefetch(t.as_bytes()),
+                Value::Bytes(b) => prefetch(b),
+                _ => {}
+            }
+        }
+    }
     (0..rows)
         .map(|row| wire::delimited_len(row_len(args, row)))
         .sum()
+}
+
+/// Hint that `bytes` (its first two cache lines) will be read soon.
+#[inline]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let start = bytes.as_ptr().cast::<i8>();
+        // SAFETY: a prefetch reads nothing the program sees and never
+        // faults, whatever the address; SSE is part of every x86_64.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(start);
+            if bytes.len() > 64 {
+                _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(64));
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 /// `rows` rows of `args` as repeated `Row` fields numbered `field`.

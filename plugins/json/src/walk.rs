@@ -61,6 +61,9 @@ fn parse_value(bytes: &[u8]) -> Option<Json> {
         };
         return Some(Json::from(value));
     }
+    if let Some(x) = short_decimal(bytes) {
+        return serde_json::Number::from_f64(x).map(Json::Number);
+    }
     let fractional = matches!(bytes.first(), Some(b'-' | b'0'..=b'9'))
         && bytes.iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
     if fractional
@@ -76,44 +79,85 @@ fn parse_value(bytes: &[u8]) -> Option<Json> {
     serde_json::from_slice(bytes).ok()
 }
 
-/// The bytes a string holds as they are: printable ASCII but `"` and `\`.
-const PLAIN: [bool; 256] = {
-    let mut plain = [false; 256];
-    let mut byte = 0x20;
-    while byte < 0x80 {
-        plain[byte] = byte != b'"' as usize && byte != b'\\' as usize;
-        byte += 1;
-    }
-    plain
-};
-
 fn is_space(byte: Option<u8>) -> bool {
     matches!(byte, Some(b' ' | b'\n' | b'\r' | b'\t'))
 }
 
-/// How many bytes at the start of `bytes` a string holds as they are;
-/// `None` when no other byte follows. Eight bytes at a time while all are
-/// plain (printable ASCII but `"` and `\`).
-fn plain_run(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    let mut at = 0;
+/// Where the bytes a string holds as they are (see [`special_bytes`]) end
+/// from `from` on: the position of the first other byte, `None` when there
+/// is none. Eight bytes at a time, the first other byte of a word found from
+/// its bit mask (no loop over bytes: in the sandbox each loop pass costs an
+/// interruption check, and a copy into a padded word costs a call).
+#[inline]
+fn plain_end(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
     while let Some(chunk) = bytes.get(at..at + 8) {
-        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        // Any byte below 0x20, at or above 0x80, `"` or `\`?
-        let special = (word.wrapping_sub(ONES * 0x20) | word) & HIGHS
-            | has_zero(word ^ (ONES * u64::from(b'"')))
-            | has_zero(word ^ (ONES * u64::from(b'\\')));
+        let special = special_bytes(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
         if special != 0 {
-            break;
+            return Some(at + (special.trailing_zeros() / 8) as usize);
         }
         at += 8;
     }
+    let left = bytes.len().checked_sub(at).filter(|&left| left > 0)?;
+    if let Some(last) = bytes
+        .len()
+        .checked_sub(8)
+        .and_then(|start| bytes.get(start..))
+    {
+        // The last eight bytes, shifted so the `left` unread ones come
+        // first and zeros (special too) fill the rest.
+        let word = u64::from_le_bytes(last.try_into().expect("8 bytes")) >> (8 * (8 - left));
+        let run = (special_bytes(word).trailing_zeros() / 8) as usize;
+        return (run < left).then_some(at + run);
+    }
     bytes[at..]
         .iter()
-        .position(|&b| !PLAIN[usize::from(b)])
+        .position(|&b| special_bytes(u64::from(b) | 0x2020_2020_2020_2000) != 0)
         .map(|run| at + run)
+}
+
+/// The high bit of every byte of `word` that a string cannot hold as it is
+/// (below 0x20, at or above 0x80, `"` or `\`). Bytes above the first such
+/// byte may be marked wrongly (borrows carry upwards); the lowest mark is
+/// always right, and a word with no such byte has no mark.
+#[inline]
+fn special_bytes(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    (word.wrapping_sub(ONES * 0x20) | word) & HIGHS
+        | has_zero(word ^ (ONES * u64::from(b'"')))
+        | has_zero(word ^ (ONES * u64::from(b'\\')))
+}
+
+/// A number written `-?D.F` (no exponent) with at most 15 digits in all,
+/// read exactly: the digits as an integer below 2^53 divided by a power of
+/// ten at most 10^15, both exact as floats, so the one rounding of the
+/// division is the correct rounding (Clinger's fast path; what Rust's own
+/// parser does first). `None` for anything else.
+#[inline]
+fn short_decimal(bytes: &[u8]) -> Option<f64> {
+    const POWERS: [f64; 16] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    ];
+    let (negative, digits) = match bytes.strip_prefix(b"-") {
+        Some(rest) => (true, rest),
+        None => (false, bytes),
+    };
+    let point = digits.iter().position(|&b| b == b'.')?;
+    let (whole, fraction) = (&digits[..point], &digits[point + 1..]);
+    if whole.is_empty() || fraction.is_empty() || whole.len() + fraction.len() > 15 {
+        return None;
+    }
+    let mut mantissa = 0u64;
+    for &digit in whole.iter().chain(fraction) {
+        if !digit.is_ascii_digit() {
+            return None;
+        }
+        mantissa = mantissa * 10 + u64::from(digit - b'0');
+    }
+    let x = mantissa as f64 / POWERS[fraction.len()];
+    Some(if negative { -x } else { x })
 }
 
 /// The document is not valid JSON.
@@ -190,15 +234,20 @@ impl Scanner<'_> {
         }
     }
 
+    #[inline]
     fn digits(&mut self) -> usize {
-        let start = self.at;
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.at += 1;
+        // On locals: the loop then keeps `at` in a register in the sandbox.
+        let (bytes, start) = (self.bytes, self.at);
+        let mut at = start;
+        while at < bytes.len() && bytes[at].is_ascii_digit() {
+            at += 1;
         }
-        self.at - start
+        self.at = at;
+        at - start
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    #[inline]
     fn number(&mut self) -> Result<(), Invalid> {
         if self.peek() == Some(b'-') {
             self.at += 1;
@@ -230,12 +279,13 @@ impl Scanner<'_> {
 
     /// A string; its raw contents (between the quotes) and whether they
     /// hold escapes.
+    #[inline(always)]
     fn string(&mut self) -> Result<(Range<usize>, bool), Invalid> {
         self.expect(b'"')?;
         let start = self.at;
         let (mut escaped, mut ascii) = (false, true);
         loop {
-            self.at += plain_run(&self.bytes[self.at..]).ok_or(Invalid)?;
+            self.at = plain_end(self.bytes, self.at).ok_or(Invalid)?;
             let byte = self.bytes[self.at];
             self.at += 1;
             match byte {
@@ -463,6 +513,44 @@ mod tests {
     }
 
     #[test]
+    fn short_decimals_read_as_rusts_parser_reads_them() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for _ in 0..50_000 {
+            let whole_len = 1 + rng.below(10) as usize;
+            let fraction_len = 1 + rng.below(15 - whole_len as u64) as usize;
+            let mut text = String::new();
+            if rng.below(2) == 0 {
+                text.push('-');
+            }
+            for i in 0..whole_len + fraction_len {
+                if i == whole_len {
+                    text.push('.');
+                }
+                text.push(char::from(b'0' + rng.below(10) as u8));
+            }
+            let expected: f64 = text.parse().unwrap();
+            let got = short_decimal(text.as_bytes()).expect(&text);
+            assert_eq!(got.to_bits(), expected.to_bits(), "{text}");
+        }
+        for (text, expected) in [
+            ("-0.0", Some(-0.0f64)),
+            ("0.1", Some(0.1)),
+            ("999999999999.999", Some(999_999_999_999.999)),
+            ("1.000000000000000", None),
+            ("1", None),
+            ("1.", None),
+            ("1e5", None),
+            ("1.5e5", None),
+        ] {
+            assert_eq!(
+                short_decimal(text.as_bytes()).map(f64::to_bits),
+                expected.map(f64::to_bits),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn what_is_not_json_gives_nothing() {
         let steps = parse("$.a").unwrap();
         for bad in [
@@ -491,6 +579,18 @@ mod tests {
         assert_eq!(extract(b"{\"a\": 1, \"b\": \"\xff\"}", &steps), None);
     }
 
+    /// The bytes a string holds as they are: printable ASCII but `"` and
+    /// `\`.
+    const PLAIN: [bool; 256] = {
+        let mut plain = [false; 256];
+        let mut byte = 0x20;
+        while byte < 0x80 {
+            plain[byte] = byte != b'"' as usize && byte != b'\\' as usize;
+            byte += 1;
+        }
+        plain
+    };
+
     #[test]
     fn plain_runs_stop_at_the_first_byte_a_string_cannot_hold_as_is() {
         for len in 0..40 {
@@ -500,10 +600,33 @@ mod tests {
                     bytes.insert(at, special);
                     bytes.extend_from_slice(b"\"\x01");
                     let naive = bytes.iter().position(|&b| !PLAIN[usize::from(b)]);
-                    assert_eq!(plain_run(&bytes), naive, "{special:#x} at {at} of {len}");
+                    assert_eq!(plain_end(&bytes, 0), naive, "{special:#x} at {at} of {len}");
                 }
             }
-            assert_eq!(plain_run(&vec![b'z'; len]), None);
+            assert_eq!(plain_end(&vec![b'z'; len], 0), None);
+        }
+    }
+
+    #[test]
+    fn plain_runs_of_random_bytes_match_a_byte_by_byte_search() {
+        // Several special bytes in one word: borrows carry upwards, only
+        // the first special byte may count.
+        let alphabet = [
+            b'a', b'~', 0x7f, b' ', b'"', b'\\', 0x00, 0x1f, 0x20, 0x80, 0xff,
+        ];
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..20_000 {
+            let len = rng.below(24) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
+                .collect();
+            for from in 0..=len {
+                let naive = bytes[from..]
+                    .iter()
+                    .position(|&b| !PLAIN[usize::from(b)])
+                    .map(|run| from + run);
+                assert_eq!(plain_end(&bytes, from), naive, "{bytes:x?} from {from}");
+            }
         }
     }
 
