@@ -14,7 +14,7 @@ use ebb_proto::wire::{self, Malformed, Reader, WIRE_LEN};
 use proto::call_response::Result as Reply;
 
 use crate::plugin::{Plugin, ScalarKind, error_response};
-use crate::value::{Value, ValueRef};
+use crate::value::ValueRef;
 
 /// `CallRequest` field of a scalar batch.
 const CALL_SCALAR: u64 = 2;
@@ -63,9 +63,9 @@ const MAX_PRESIZED: usize = 1 << 16;
 
 /// The rows of a batch, decoded once: every row's arguments back to back,
 /// borrowed from the request.
-struct Rows<'a> {
+pub(crate) struct Rows<'a> {
     /// The last `state` (field 1) of an update.
-    state: &'a [u8],
+    pub(crate) state: &'a [u8],
     /// All arguments, row after row.
     args: Vec<ValueRef<'a>>,
     /// Per row: where its arguments end in `args`, and the position of its
@@ -104,7 +104,7 @@ impl<'a> Rows<'a> {
     }
 
     /// Each row: its index, its arguments and its first empty value.
-    fn iter(&self) -> impl Iterator<Item = (usize, &[ValueRef<'a>], Option<usize>)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &[ValueRef<'a>], Option<usize>)> {
         let mut start = 0;
         self.ends
             .iter()
@@ -185,15 +185,7 @@ fn agg_update(plugin: &Plugin, function: &str, body: &[u8]) -> Option<Vec<u8>> {
             return fail(message);
         }
     }
-    let mut owned: Vec<Value> = Vec::new();
-    let updated = aggregate.update_each(rows.state, &mut |each| {
-        for (_, args, _) in rows.iter() {
-            owned.clear();
-            owned.extend(args.iter().map(ValueRef::to_owned));
-            each(&owned)?;
-        }
-        Ok(())
-    });
+    let updated = aggregate.update_rows(&rows);
     match updated {
         Ok(state) => Some(
             proto::CallResponse {
@@ -240,6 +232,8 @@ fn scalar(plugin: &Plugin, function: &str, batch: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use proto::call_request::Call;
+
+    use crate::value::Value;
 
     fn plugin() -> Plugin {
         Plugin::new("t", "1")

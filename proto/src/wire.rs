@@ -224,6 +224,23 @@ fn text(bytes: &[u8]) -> Result<&str, Malformed> {
 /// field of the oneof wins and unknown fields are skipped.
 #[inline]
 pub fn read_value(bytes: &[u8]) -> Result<Option<WireValue<'_>>, Malformed> {
+    // What encoders write: one field, its key and any length one byte each.
+    // Read without a loop (in the sandbox each loop pass costs an
+    // interruption check); anything else takes the general loop below.
+    match bytes {
+        [0x21, rest @ ..] if rest.len() == 8 => {
+            let raw: [u8; 8] = rest.try_into().expect("8 bytes");
+            return Ok(Some(WireValue::Float(f64::from_le_bytes(raw))));
+        }
+        [0x18, byte] if *byte < 0x80 => return Ok(Some(WireValue::Int(i64::from(*byte)))),
+        [0x2a, len, rest @ ..] if usize::from(*len) == rest.len() && *len < 0x80 => {
+            return Ok(Some(WireValue::Text(text(rest)?)));
+        }
+        [0x32, len, rest @ ..] if usize::from(*len) == rest.len() && *len < 0x80 => {
+            return Ok(Some(WireValue::Bytes(rest)));
+        }
+        _ => {}
+    }
     let mut reader = Reader::new(bytes);
     let mut kind = None;
     while !reader.is_empty() {
@@ -319,6 +336,65 @@ mod tests {
                 assert_eq!(varint_len(value), out.len(), "{value}");
                 assert_eq!(Reader::new(&out).varint(), Ok(value));
             }
+        }
+    }
+
+    /// A read value as text to compare by (floats by their bits).
+    fn described(value: Option<WireValue<'_>>) -> String {
+        match value {
+            Some(WireValue::Float(x)) => format!("float {:x}", x.to_bits()),
+            other => format!("{other:?}"),
+        }
+    }
+
+    /// What prost reads from `bytes`, described (`Err` when prost refuses
+    /// them).
+    fn prost_read(bytes: &[u8]) -> Result<String, ()> {
+        use abi::value::Kind;
+        let value = abi::Value::decode(bytes).map_err(drop)?;
+        Ok(described(value.kind.as_ref().map(|kind| match kind {
+            Kind::Null(_) => WireValue::Null,
+            Kind::Boolean(b) => WireValue::Bool(*b),
+            Kind::Int(i) => WireValue::Int(*i),
+            Kind::Float(x) => WireValue::Float(*x),
+            Kind::Text(t) => WireValue::Text(t),
+            Kind::Bytes(b) => WireValue::Bytes(b),
+        })))
+    }
+
+    #[test]
+    fn random_values_read_as_prost_reads_them() {
+        // Pieces of Value messages, valid and not, strung together.
+        let pieces: [&[u8]; 14] = [
+            &[0x08, 0x01],
+            &[0x10, 0x00],
+            &[0x18, 0x7f],
+            &[0x18, 0x96, 0x01],
+            &[0x21, 1, 2, 3, 4, 5, 6, 7, 8],
+            &[0x21, 1, 2],
+            &[0x2a, 0x02, b'h', b'i'],
+            &[0x2a, 0x01, 0xff],
+            &[0x2a, 0x03, b'a'],
+            &[0x32, 0x00],
+            &[0x32, 0x02, 0xff, 0x00],
+            &[0x38, 0x05],
+            &[0x1a, 0x00],
+            &[0x80],
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for _ in 0..20_000 {
+            let mut bytes = Vec::new();
+            for _ in 0..next(3) + 1 {
+                bytes.extend_from_slice(pieces[next(pieces.len())]);
+            }
+            let got = read_value(&bytes).map(described).map_err(drop);
+            assert_eq!(got, prost_read(&bytes), "{bytes:x?}");
         }
     }
 

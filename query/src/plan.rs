@@ -100,9 +100,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Names of the plugin functions the query calls, each once.
-    pub fn plugin_calls(&self) -> Vec<String> {
-        let mut calls = Vec::new();
+    /// Every expression evaluated over records (filter, projections,
+    /// grouping, HAVING, aggregate arguments, ORDER BY).
+    fn record_exprs(&self) -> Vec<&Expr> {
         let mut exprs: Vec<&Expr> = self.filter.iter().collect();
         match &self.shape {
             Shape::Rows { projection } => exprs.extend(projection),
@@ -117,19 +117,40 @@ impl Plan {
                 exprs.extend(projection);
                 for aggregate in aggregates {
                     exprs.extend(&aggregate.args);
-                    if aggregate.function.is_plugin() {
-                        calls.push(aggregate.function.name().to_string());
-                    }
                 }
             }
         }
         exprs.extend(self.order_by.iter().map(|k| &k.expr));
-        for expr in exprs {
-            calls.extend(expr.plugin_calls());
+        exprs
+    }
+
+    /// Names of the plugin functions the query calls, each once.
+    pub fn plugin_calls(&self) -> Vec<String> {
+        let mut calls: Vec<String> = self
+            .record_exprs()
+            .into_iter()
+            .flat_map(Expr::plugin_calls)
+            .collect();
+        if let Shape::Aggregate { aggregates, .. } = &self.shape {
+            calls.extend(
+                aggregates
+                    .iter()
+                    .filter(|a| a.function.is_plugin())
+                    .map(|a| a.function.name().to_string()),
+            );
         }
         calls.sort();
         calls.dedup();
         calls
+    }
+
+    /// Whether any expression reads the record's `value` column.
+    pub fn reads_value(&self) -> bool {
+        let mut reads = false;
+        for expr in self.record_exprs() {
+            expr.walk(&mut |e| reads |= matches!(e, Expr::Column(Column::Value)));
+        }
+        reads
     }
 
     /// The plan as text lines, for EXPLAIN.

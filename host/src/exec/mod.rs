@@ -7,6 +7,7 @@ pub mod cursor;
 mod merge_order;
 pub mod native;
 pub mod page;
+mod prefetch;
 mod run;
 
 use std::time::Duration;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use ebb_query::{AggState, Column, FunctionError, Plan, RowSource, Shape, Value, eval_batch};
 
+use super::prefetch::prefetch;
 use crate::fragment::partition::PartitionSnapshot;
 use crate::record::Record;
 
@@ -126,6 +127,10 @@ pub fn run_page(
         PLUGIN_BATCH
     };
     let mut batch: Vec<ScanRow<'_>> = Vec::with_capacity(batch_size.min(budget));
+    // Values are scattered over the heap: loading each one's bytes while the
+    // batch fills, rather than when an expression first reads it, keeps the
+    // evaluation from waiting on memory one row at a time.
+    let prefetch_values = plan.reads_value();
     // Borrowed while scanning; cloned once at the end.
     let mut last: Option<&Arc<str>> = None;
     let mut exhausted = true;
@@ -148,6 +153,9 @@ pub fn run_page(
             last = Some(key);
             if !record.is_visible_at(snapshot_ms) {
                 continue;
+            }
+            if prefetch_values {
+                prefetch(&record.value);
             }
             batch.push(ScanRow {
                 key,

@@ -16,44 +16,6 @@ fn row_len(args: &[Vec<Value>], row: usize) -> usize {
         .sum()
 }
 
-/// Encoded length of `rows` rows as repeated `Row` fields. Also asks the
-/// CPU to start loading the text and bytes the rows point at, so copying
-/// them in [`put_rows`] does not wait on memory one row at a time.
-fn rows_len(args: &[Vec<Value>], rows: usize) -> usize {
-    for column in args {
-        for value in &column[..rows] {
-            match value {
-                Value::Text(t) => prefetch(t.as_bytes()),
-                Value::Bytes(b) => prefetch(b),
-                _ => {}
-            }
-        }
-    }
-    (0..rows)
-        .map(|row| wire::delimited_len(row_len(args, row)))
-        .sum()
-}
-
-/// Hint that `bytes` (its first two cache lines) will be read soon.
-#[inline]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let start = bytes.as_ptr().cast::<i8>();
-        // SAFETY: a prefetch reads nothing the program sees and never
-        // faults, whatever the address; SSE is part of every x86_64.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(start);
-            if bytes.len() > 64 {
-                _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(64));
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
-
 /// `rows` rows of `args` as repeated `Row` fields numbered `field`.
 fn put_rows(out: &mut Vec<u8>, field: u32, args: &[Vec<Value>], rows: usize) {
     for row in 0..rows {
@@ -65,55 +27,54 @@ fn put_rows(out: &mut Vec<u8>, field: u32, args: &[Vec<Value>], rows: usize) {
     }
 }
 
-/// Write `CallRequest { function, <call_field>: body }` into `out`
-/// (cleared first; its capacity is reused).
+/// Write `CallRequest { function, <call_field>: body }` into `out` (cleared
+/// first; its capacity is reused) in one pass over the body, and return
+/// where the request starts in `out`. The body is written first, after room
+/// for the longest header; the header then goes right before it, so no
+/// length is computed ahead and nothing is moved.
 fn request(
     out: &mut Vec<u8>,
     function: &str,
     call_field: u32,
-    body_len: usize,
     body: impl FnOnce(&mut Vec<u8>),
-) {
-    out.clear();
-    out.reserve(wire::delimited_len(function.len()) + wire::delimited_len(body_len));
+) -> usize {
+    let mut header = Vec::with_capacity(wire::delimited_len(function.len()) + 11);
     if !function.is_empty() {
-        wire::put_delimited(out, 1, function.as_bytes());
+        wire::put_delimited(&mut header, 1, function.as_bytes());
     }
-    wire::put_key(out, call_field, WIRE_LEN);
-    wire::put_varint(out, body_len as u64);
-    let start = out.len();
+    wire::put_key(&mut header, call_field, WIRE_LEN);
+    // A varint takes at most 10 bytes.
+    let room = header.len() + 10;
+    out.clear();
+    out.resize(room, 0);
     body(out);
-    debug_assert_eq!(
-        out.len() - start,
-        body_len,
-        "computed and written lengths agree"
-    );
+    wire::put_varint(&mut header, (out.len() - room) as u64);
+    let start = room - header.len();
+    out[start..room].copy_from_slice(&header);
+    start
 }
 
-/// `CallRequest { function, scalar: ScalarBatch { rows } }` into `out`.
-pub fn scalar_request(out: &mut Vec<u8>, function: &str, args: &[Vec<Value>], rows: usize) {
-    let body_len = rows_len(args, rows);
-    request(out, function, 2, body_len, |out| {
-        put_rows(out, 1, args, rows)
-    })
+/// `CallRequest { function, scalar: ScalarBatch { rows } }` into `out`;
+/// the request is `out[start..]` for the returned `start`.
+pub fn scalar_request(
+    out: &mut Vec<u8>,
+    function: &str,
+    args: &[Vec<Value>],
+    rows: usize,
+) -> usize {
+    request(out, function, 2, |out| put_rows(out, 1, args, rows))
 }
 
 /// `CallRequest { function, agg_update: AggUpdate { state, rows } }` into
-/// `out`.
+/// `out`; the request is `out[start..]` for the returned `start`.
 pub fn agg_update_request(
     out: &mut Vec<u8>,
     function: &str,
     state: &Bytes,
     args: &[Vec<Value>],
     rows: usize,
-) {
-    let state_len = if state.is_empty() {
-        0
-    } else {
-        wire::delimited_len(state.len())
-    };
-    let body_len = state_len + rows_len(args, rows);
-    request(out, function, 4, body_len, |out| {
+) -> usize {
+    request(out, function, 4, |out| {
         if !state.is_empty() {
             wire::put_delimited(out, 1, state);
         }
@@ -173,8 +134,8 @@ mod tests {
             }
             .encode_to_vec();
             let mut out = vec![7u8; 3];
-            scalar_request(&mut out, "get", &args, n);
-            assert_eq!(out, expected, "scalar, {n} rows");
+            let start = scalar_request(&mut out, "get", &args, n);
+            assert_eq!(out[start..], expected, "scalar, {n} rows");
             for state in [Bytes::new(), Bytes::from_static(b"state")] {
                 let expected = abi::CallRequest {
                     function: "p95".into(),
@@ -184,8 +145,8 @@ mod tests {
                     })),
                 }
                 .encode_to_vec();
-                agg_update_request(&mut out, "p95", &state, &args, n);
-                assert_eq!(out, expected, "agg_update, {n} rows");
+                let start = agg_update_request(&mut out, "p95", &state, &args, n);
+                assert_eq!(out[start..], expected, "agg_update, {n} rows");
             }
         }
     }

@@ -74,11 +74,15 @@ impl ScalarFunction for PluginScalar {
     fn call(&self, args: &[Vec<Value>], n: usize) -> Result<Vec<Value>, FunctionError> {
         let deadline = self.version.runtime_query_deadline();
         with_request_buffer(|request| {
-            encode::scalar_request(request, &self.decl.name, args, n);
+            let start = encode::scalar_request(request, &self.decl.name, args, n);
             self.version
-                .call_encoded_with(&self.decl.name, request, n as u64, deadline, |bytes| {
-                    scalar_values(bytes, n)
-                })
+                .call_encoded_with(
+                    &self.decl.name,
+                    &request[start..],
+                    n as u64,
+                    deadline,
+                    |bytes| scalar_values(bytes, n),
+                )
                 .map_err(sql_error)
         })
     }
@@ -215,9 +219,10 @@ impl AggregateFunction for PluginAggregate {
     ) -> Result<(), FunctionError> {
         let deadline = self.version.runtime_query_deadline();
         let response = with_request_buffer(|request| {
-            encode::agg_update_request(request, &self.decl.name, &state_bytes(state), args, n);
+            let start =
+                encode::agg_update_request(request, &self.decl.name, &state_bytes(state), args, n);
             self.version
-                .call_encoded(&self.decl.name, request, n as u64, deadline)
+                .call_encoded(&self.decl.name, &request[start..], n as u64, deadline)
                 .map_err(sql_error)
         })?;
         *state = self.state_of(response)?;

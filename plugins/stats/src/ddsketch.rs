@@ -14,20 +14,66 @@ pub const ALPHA: f64 = 0.01;
 /// folds; a store holds at most this many counters (16 KiB).
 pub const MAX_BUCKETS: usize = 2048;
 
-/// `1 / ln(gamma)`, `gamma = (1 + ALPHA) / (1 - ALPHA)`.
-fn inverse_ln_gamma() -> f64 {
-    1.0 / ((1.0 + ALPHA) / (1.0 - ALPHA)).ln()
+/// Coefficients of the cubic that stands in for `log2(1 + s)` on `[0, 1)`
+/// (DDSketch's cubically interpolated mapping): `P(0) = 0`, `P(1) = 1`, and
+/// its slope against `log2(1 + s)` is never below `C * ln 2`.
+const A: f64 = 6.0 / 35.0;
+const B: f64 = -3.0 / 5.0;
+const C: f64 = 10.0 / 7.0;
+
+/// `1 / (C * ln(gamma))` with `gamma = (1 + ALPHA) / (1 - ALPHA)`, written
+/// out because `ln` is not a const fn (a test checks it): buckets
+/// `1 / MULTIPLIER` wide in `approx_log2` are at most `log2(gamma)` wide in
+/// `log2` (by the slope bound above), so a bucket's upper bound is at most
+/// `gamma` times its lower bound.
+const MULTIPLIER: f64 = 34.998833302220746;
+
+/// `log2(x)` for a positive normal `x`, approximated without a logarithm:
+/// the binary exponent plus the cubic of the significand's fraction. Exact at
+/// powers of two and strictly increasing. (A logarithm has no instruction in
+/// WebAssembly: a software `ln` per value was a quarter of an update.)
+#[inline]
+fn approx_log2(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let s = f64::from_bits(bits & 0x000f_ffff_ffff_ffff | 0x3ff0_0000_0000_0000) - 1.0;
+    ((A * s + B) * s + C) * s + exponent as f64
 }
 
-/// Bucket `i` holds magnitudes in `(gamma^(i-1), gamma^i]`.
+/// The inverse of [`approx_log2`]: the `x` with `approx_log2(x) = t`.
+fn approx_exp2(t: f64) -> f64 {
+    let exponent = t.floor();
+    let fraction = t - exponent;
+    // P is increasing on [0, 1]: bisect to the last bit.
+    let (mut low, mut high) = (0.0f64, 1.0f64);
+    for _ in 0..64 {
+        let mid = (low + high) / 2.0;
+        if ((A * mid + B) * mid + C) * mid < fraction {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    (1.0 + high) * exponent.exp2()
+}
+
+/// Bucket `i` holds magnitudes `x` with `approx_log2(x) * MULTIPLIER` in
+/// `(i - 1, i]`; for positive normal magnitudes only.
+#[inline]
 fn bucket_of(magnitude: f64) -> i32 {
-    (magnitude.ln() * inverse_ln_gamma()).ceil() as i32
+    (approx_log2(magnitude) * MULTIPLIER).ceil() as i32
 }
 
-/// The value with relative error at most `ALPHA` to anything in bucket `i`.
+/// The value with relative error at most `ALPHA` to anything in bucket `i`:
+/// with bounds `low < x <= high` and `high <= gamma * low`, the value
+/// `2 * low * high / (low + high)` is within `(high - low) / (high + low)
+/// <= ALPHA` of every `x`.
 fn bucket_value(i: i32) -> f64 {
-    let g = (1.0 + ALPHA) / (1.0 - ALPHA);
-    2.0 * (f64::from(i) / inverse_ln_gamma()).exp() / (g + 1.0)
+    let low = approx_exp2(f64::from(i - 1) / MULTIPLIER);
+    let high = approx_exp2(f64::from(i) / MULTIPLIER);
+    // In this order nothing overflows or underflows near the ends of the
+    // float range.
+    2.0 * low * (high / (low + high))
 }
 
 /// Counts of consecutive buckets `offset..offset + counts.len()` (with
@@ -156,8 +202,14 @@ impl Sketch {
             self.negative.add(bucket_of(magnitude), 1);
         }
         self.count += 1;
-        self.min = self.min.min(x);
-        self.max = self.max.max(x);
+        // Comparisons rather than `f64::min`/`max` (x is not NaN): in the
+        // sandbox those are calls.
+        if x < self.min {
+            self.min = x;
+        }
+        if x > self.max {
+            self.max = x;
+        }
         Ok(())
     }
 
@@ -281,11 +333,52 @@ impl Sketch {
 mod tests {
     use super::*;
 
+    const GAMMA: f64 = (1.0 + ALPHA) / (1.0 - ALPHA);
+
     #[test]
     fn bucket_value_is_within_alpha_of_its_bucket() {
         for x in [1e-300, 1e-9, 0.5, 1.0, 1.5, 3.0, 1e6, 123_456.789, 1e300] {
             let v = bucket_value(bucket_of(x));
             assert!((v - x).abs() <= ALPHA * x * 1.000_001, "{x} -> {v}");
+        }
+        // Every significand of several octaves, finely: the worst case of
+        // the cubic's slope lies inside an octave.
+        let mut x = f64::MIN_POSITIVE;
+        while x < 1e300 {
+            for step in 0..4096 {
+                let y = x * (1.0 + f64::from(step) / 4096.0);
+                let v = bucket_value(bucket_of(y));
+                assert!((v - y).abs() <= ALPHA * y * (1.0 + 1e-12), "{y} -> {v}");
+            }
+            x *= 1e30;
+        }
+    }
+
+    #[test]
+    fn the_multiplier_is_what_its_formula_gives() {
+        assert_eq!(MULTIPLIER, 1.0 / (C * GAMMA.ln()));
+    }
+
+    #[test]
+    fn buckets_grow_with_the_magnitude_and_invert_exactly() {
+        let mut previous = i32::MIN;
+        let mut x = 1e-10;
+        while x < 1e10 {
+            let i = bucket_of(x);
+            assert!(i >= previous, "{x}");
+            previous = i;
+            // The bounds of each bucket map back into it.
+            let high = approx_exp2(f64::from(i) / MULTIPLIER);
+            assert!(
+                high >= x * (1.0 - 1e-15),
+                "{x} above its bucket's top {high}"
+            );
+            assert!(high <= x * GAMMA * (1.0 + 1e-12), "{x}: bucket too wide");
+            x *= 1.000_37;
+        }
+        for t in [-3.5, -1.0, 0.0, 0.25, 0.999, 1.0, 7.75] {
+            let back = approx_log2(approx_exp2(t));
+            assert!((back - t).abs() < 1e-12, "{t} -> {back}");
         }
     }
 
