@@ -9,20 +9,24 @@ use ebb_query::Value;
 
 use crate::exec::convert::wire_value;
 
-/// Encoded length of row `row`'s `Row` message.
-fn row_len(args: &[Vec<Value>], row: usize) -> usize {
-    args.iter()
-        .map(|column| wire::delimited_len(wire::value_len(&wire_value(&column[row]))))
-        .sum()
-}
-
-/// `rows` rows of `args` as repeated `Row` fields numbered `field`.
+/// `rows` rows of `args` as repeated `Row` fields numbered `field`. Each
+/// value's length is computed once (it goes into the value's header and the
+/// row's).
 fn put_rows(out: &mut Vec<u8>, field: u32, args: &[Vec<Value>], rows: usize) {
+    let mut value_lens = vec![0usize; args.len()];
     for row in 0..rows {
+        let mut row_len = 0;
+        for (column, len) in args.iter().zip(&mut value_lens) {
+            *len = wire::value_len(&wire_value(&column[row]));
+            row_len += wire::delimited_len(*len);
+        }
+        out.reserve(row_len + 11);
         wire::put_key(out, field, WIRE_LEN);
-        wire::put_varint(out, row_len(args, row) as u64);
-        for column in args {
-            wire::put_value_field(out, 1, &wire_value(&column[row]));
+        wire::put_varint(out, row_len as u64);
+        for (column, &len) in args.iter().zip(&value_lens) {
+            wire::put_key(out, 1, WIRE_LEN);
+            wire::put_varint(out, len as u64);
+            wire::put_value(out, &wire_value(&column[row]));
         }
     }
 }

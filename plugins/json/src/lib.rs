@@ -39,32 +39,26 @@ impl FromValue for Doc {
 }
 
 thread_local! {
-    /// The last path parsed: a query passes the same path on every row.
-    static LAST_PATH: std::cell::RefCell<Option<(String, std::rc::Rc<Vec<path::Step>>)>> =
-        const { std::cell::RefCell::new(None) };
+    /// The last path parsed and its steps: a query passes the same path on
+    /// every row.
+    static LAST_PATH: std::cell::RefCell<(String, Vec<path::Step>)> =
+        const { std::cell::RefCell::new((String::new(), Vec::new())) };
 }
 
-/// The steps of `path`, parsed once per distinct consecutive path.
-#[inline]
-fn parsed(path: &str) -> Result<std::rc::Rc<Vec<path::Step>>, String> {
-    LAST_PATH.with(|last| {
-        if let Some((text, steps)) = &*last.borrow()
-            && text == path
-        {
-            return Ok(steps.clone());
-        }
-        let steps = std::rc::Rc::new(path::parse(path).map_err(|e| e.to_string())?);
-        *last.borrow_mut() = Some((path.to_owned(), steps.clone()));
-        Ok(steps)
-    })
-}
-
-/// Parses `path`, then `doc`, and runs `read` on the value at the path.
-/// `Ok(None)` when the doc is not JSON or the path is missing.
+/// Parses `path` (once per distinct consecutive path), then `doc`, and runs
+/// `read` on the value at the path. `Ok(None)` when the doc is not JSON or
+/// the path is missing.
 #[inline]
 fn at_path<T>(doc: &[u8], path: &str, read: impl FnOnce(&Json) -> T) -> Result<Option<T>, String> {
-    let steps = parsed(path)?;
-    Ok(walk::extract(doc, &steps).as_ref().map(read))
+    LAST_PATH.with(|last| {
+        let mut last = last.borrow_mut();
+        // The empty path never parses, so an empty cache never matches.
+        if last.0 != path || path.is_empty() {
+            let steps = path::parse(path).map_err(|e| e.to_string())?;
+            *last = (path.to_owned(), steps);
+        }
+        Ok(walk::extract(doc, &last.1).as_ref().map(read))
+    })
 }
 
 fn text_at(doc: &[u8], path: &str) -> Result<Option<String>, String> {
