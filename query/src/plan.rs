@@ -100,9 +100,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Every expression evaluated over records (filter, projections,
-    /// grouping, HAVING, aggregate arguments, ORDER BY).
-    fn record_exprs(&self) -> Vec<&Expr> {
+    /// Every expression of the plan: filter, projections, grouping, HAVING,
+    /// aggregate arguments, ORDER BY.
+    fn exprs(&self) -> Vec<&Expr> {
         let mut exprs: Vec<&Expr> = self.filter.iter().collect();
         match &self.shape {
             Shape::Rows { projection } => exprs.extend(projection),
@@ -127,7 +127,7 @@ impl Plan {
     /// Names of the plugin functions the query calls, each once.
     pub fn plugin_calls(&self) -> Vec<String> {
         let mut calls: Vec<String> = self
-            .record_exprs()
+            .exprs()
             .into_iter()
             .flat_map(Expr::plugin_calls)
             .collect();
@@ -147,7 +147,7 @@ impl Plan {
     /// Whether any expression reads the record's `value` column.
     pub fn reads_value(&self) -> bool {
         let mut reads = false;
-        for expr in self.record_exprs() {
+        for expr in self.exprs() {
             expr.walk(&mut |e| reads |= matches!(e, Expr::Column(Column::Value)));
         }
         reads

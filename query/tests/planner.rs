@@ -234,3 +234,25 @@ fn pushdown_and_shapes() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_plan_knows_whether_it_reads_values() {
+    for sql in [
+        "SELECT * FROM t",
+        "SELECT key FROM t WHERE length(value) > 3",
+        "SELECT count(*) FROM t WHERE value IS NOT NULL",
+        "SELECT sum(length(value)) FROM t",
+        "SELECT substr(CAST(value AS TEXT), 1, 2) AS p, count(*) FROM t GROUP BY p",
+        "SELECT key FROM t ORDER BY value",
+    ] {
+        assert!(ok(sql).reads_value(), "{sql}");
+    }
+    for sql in [
+        "SELECT key FROM t",
+        "SELECT count(*) FROM t WHERE key > 'a'",
+        "SELECT substr(key, 1, 2) AS p, count(*) AS n FROM t GROUP BY p HAVING n > 1",
+        "SELECT _version_ms, _expires_at, _fragment FROM t",
+    ] {
+        assert!(!ok(sql).reads_value(), "{sql}");
+    }
+}

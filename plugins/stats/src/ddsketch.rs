@@ -54,7 +54,8 @@ fn approx_exp2(t: f64) -> f64 {
             high = mid;
         }
     }
-    (1.0 + high) * exponent.exp2()
+    // Powers of two by repeated doubling are exact (subnormal ones too).
+    (1.0 + high) * 2f64.powi(exponent as i32)
 }
 
 /// Bucket `i` holds magnitudes `x` with `approx_log2(x) * MULTIPLIER` in
@@ -238,17 +239,20 @@ impl Sketch {
             return None;
         }
         let rank = (q.clamp(0.0, 1.0) * (self.count - 1) as f64).floor() as u64;
+        // Ascending: negative buckets from the largest magnitude, zero,
+        // positive buckets. Only the bucket holding the rank is valued.
         let ascending = self
             .negative
             .buckets()
             .rev()
-            .map(|(i, n)| (-bucket_value(i), n))
-            .chain(std::iter::once((0.0, self.zero)))
-            .chain(self.positive.buckets().map(|(i, n)| (bucket_value(i), n)));
+            .map(|(i, n)| (Some((i, -1.0)), n))
+            .chain(std::iter::once((None, self.zero)))
+            .chain(self.positive.buckets().map(|(i, n)| (Some((i, 1.0)), n)));
         let mut seen = 0u64;
-        for (value, n) in ascending {
+        for (bucket, n) in ascending {
             seen += n;
             if seen > rank {
+                let value = bucket.map_or(0.0, |(i, sign)| sign * bucket_value(i));
                 return Some(value.clamp(self.min, self.max));
             }
         }
