@@ -1,7 +1,8 @@
 //! Plugin functions vs the same functions compiled natively (registered as
 //! native SQL functions) vs SQLite's json_extract on the same 1 million JSON
 //! rows, side by side in one run; plus upload-to-first-call time per bundled
-//! plugin and the overhead of one plugin call per batch.
+//! plugin, the overhead of one plugin call per batch, and the per-row cost
+//! of one batch in a loop, sandbox against native.
 //!
 //! Run with `make bench-plugins` (needs `make plugins`; `ROWS=...` to change
 //! the row count, `RUNS=...` the number of rounds). For profiling,
@@ -120,6 +121,8 @@ fn main() {
         );
     }
 
+    batch_costs(&node);
+
     register_natives(&node);
     eprintln!("loading {rows} JSON rows into ebb and SQLite...");
     runtime.block_on(common::load_ebb(&node, rows, row));
@@ -222,6 +225,89 @@ fn main() {
         );
     }
     runtime.block_on(node.shutdown()).unwrap();
+}
+
+/// Rows in the one-batch measurements.
+const BATCH: usize = 1000;
+
+/// Best time per row, in µs, of `run` (which handles `BATCH` rows) over 15
+/// rounds of 100 runs: one batch in a loop, the steadiest measure of a
+/// change to the per-row path.
+fn per_row(mut run: impl FnMut()) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..15 {
+        let started = Instant::now();
+        for _ in 0..100 {
+            run();
+        }
+        best = best.min(started.elapsed().as_secs_f64() / (100 * BATCH) as f64);
+    }
+    best * 1e6
+}
+
+/// Per-row cost of one batch through the sandbox (request encoded from SQL
+/// columns, the call, the response left unread) and of the same Rust
+/// function called natively, on the bench's documents.
+fn batch_costs(node: &Node) {
+    use ebb_host::plugin::encode::{agg_update_request, scalar_request};
+    let deadline = Duration::from_secs(1);
+    let unread = |bytes: &[u8]| Ok(bytes.len());
+    println!(
+        "one batch of {BATCH} rows in a loop (best of 15 x 100), µs per row: sandbox (encode + call) / native / encoding the request alone"
+    );
+    let json = node.plugins().get("json").unwrap();
+    let docs: Vec<Value> = (0..BATCH)
+        .map(|i| Value::Bytes(row(i).1.into_bytes().into()))
+        .collect();
+    for (function, path, float) in [("get_int", "$.n", false), ("get_float", "$.ms", true)] {
+        let args = vec![docs.clone(), vec![Value::text(path); BATCH]];
+        let mut request = Vec::new();
+        let encode = per_row(|| {
+            scalar_request(&mut request, function, &args, BATCH);
+        });
+        let sandbox = per_row(|| {
+            let start = scalar_request(&mut request, function, &args, BATCH);
+            json.call_encoded_with(function, &request[start..], BATCH as u64, deadline, unread)
+                .unwrap();
+        });
+        let native_json = NativeJson {
+            name: "native.json",
+            float,
+        };
+        let native = per_row(|| {
+            native_json.call(&args, BATCH).unwrap();
+        });
+        println!("  json.{function:<10} {sandbox:.3} / {native:.3} / {encode:.3}");
+    }
+    // stats.p95 update, from the state one batch leaves (as later batches
+    // of a query see it).
+    let stats = node.plugins().get("stats").unwrap();
+    let args = vec![
+        (0..BATCH)
+            .map(|i| Value::Float((i * 7919 % 100_000) as f64 / 100.0))
+            .collect::<Vec<_>>(),
+    ];
+    let mut native_state = NativeP95.init().unwrap();
+    NativeP95.update(&mut native_state, &args, BATCH).unwrap();
+    let state = match &native_state[0] {
+        Value::Bytes(bytes) => bytes.clone(),
+        _ => unreachable!("the sketch's state is bytes"),
+    };
+    let mut request = Vec::new();
+    let encode = per_row(|| {
+        agg_update_request(&mut request, "p95", &state, &args, BATCH);
+    });
+    let sandbox = per_row(|| {
+        let start = agg_update_request(&mut request, "p95", &state, &args, BATCH);
+        stats
+            .call_encoded_with("p95", &request[start..], BATCH as u64, deadline, unread)
+            .unwrap();
+    });
+    let native = per_row(|| {
+        let mut current = native_state.clone();
+        NativeP95.update(&mut current, &args, BATCH).unwrap();
+    });
+    println!("  stats.p95 update {sandbox:.3} / {native:.3} / {encode:.3}");
 }
 
 fn text(s: &str) -> abi::Value {
