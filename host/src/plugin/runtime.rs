@@ -136,6 +136,10 @@ impl PluginRuntime {
         let mut config = Config::new();
         config
             .epoch_interruption(true)
+            // Tables filled at instantiation (instances are pooled, so that
+            // is rare): an indirect call, as the SDK makes per row, then
+            // skips the lazy-initialization check.
+            .table_lazy_init(false)
             .profiler(if std::env::var_os("EBB_PLUGIN_PERFMAP").is_some() {
                 wasmtime::ProfilingStrategy::PerfMap
             } else {
