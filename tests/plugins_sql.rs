@@ -23,13 +23,19 @@ fn wasm(name: &str) -> Vec<u8> {
 }
 
 async fn node(fragments: u32, page: usize) -> Node {
-    let config = NodeConfig::new("unused")
+    node_with_threads(fragments, page, 2).await
+}
+
+/// A node with `plugin_threads` threads for query plugin work.
+async fn node_with_threads(fragments: u32, page: usize, plugin_threads: usize) -> Node {
+    let mut config = NodeConfig::new("unused")
         .fragments(fragments)
         .query_budgets(QueryBudgets {
             page_visit_budget: page,
             max_page_visit_budget: page,
             ..QueryBudgets::default()
         });
+    config.plugins.threads = plugin_threads;
     let store: Arc<MemoryStore> = Arc::new(MemoryStore::new());
     let node = Node::open_with_store(config, store.clone()).await.unwrap();
     let plugins = node.plugins().clone();
@@ -131,8 +137,9 @@ async fn aggregates_do_not_depend_on_fragments_or_pages_and_match_native_results
                stats.p95(json.get_float(value, '$.ms')), stats.count_distinct(json.get(value, '$.user')), \
                stats.stddev(json.get_float(value, '$.ms')) FROM requests";
     let mut results = Vec::new();
-    for (fragments, page) in [(1, 10_000), (4, 256), (16, 7)] {
-        let node = node(fragments, page).await;
+    // One plugin thread runs every page, merge and finish of the last split.
+    for (fragments, page, threads) in [(1, 10_000, 4), (4, 256, 2), (16, 7, 1)] {
+        let node = node_with_threads(fragments, page, threads).await;
         results.push(rows(&node, sql).await);
         node.shutdown().await.unwrap();
     }

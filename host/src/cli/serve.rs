@@ -53,6 +53,10 @@ pub struct ServeArgs {
     /// Deadline of one plugin call from SQL (a batch of rows), e.g. 100ms.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     pub plugin_deadline: Duration,
+    /// Threads that run query work calling plugins (1 to 256; default: the
+    /// machine's cores). More wait their turn.
+    #[arg(long, default_value_t = crate::plugin::PluginLimits::default().threads)]
+    pub plugin_threads: usize,
     /// Deadline of one expiry handler call (a batch of events), e.g. 1s.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub expiry_deadline: Duration,
@@ -213,6 +217,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     config.plugins.max_module_bytes = args.max_plugin_bytes;
     config.plugins.max_memory_bytes = (args.plugin_memory_mib as usize) << 20;
     config.plugins.query_deadline = args.plugin_deadline;
+    config.plugins.threads = args.plugin_threads;
     config.plugins.expiry_deadline = args.expiry_deadline;
     config.expiry.backoff_base = args.expiry_backoff;
     config.expiry.backoff_max = args.expiry_backoff_max;

@@ -10,7 +10,7 @@ use ebb_proto::query::v1 as pb;
 use ebb_query::{
     AggState, Column, Limits, OutputColumn, Plan, RowSource, Shape, SqlType, Value, eval_batch,
 };
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::convert::{from_proto, to_proto};
@@ -372,8 +372,8 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// The next page of `scans[i]`, on its fragment's background pool (on
-    /// the blocking pool when the query calls plugins).
+    /// The next page of `scans[i]`, on its fragment's background pool (on a
+    /// plugin thread when the query calls plugins).
     fn page_job(
         &self,
         scans: &[Scan],
@@ -410,17 +410,20 @@ impl<'a> Run<'a> {
             };
             let fragment_handle = &node.inner.fragments[fragment as usize];
             let page = if plugins {
-                // Plugin calls block: run on the blocking pool, holding a
+                // Plugin calls block: run on a plugin thread, holding a
                 // background-pool slot for admission.
                 let permit = fragment_handle
                     .admit_background()
                     .map_err(crate::Error::from)?;
-                tokio::task::spawn_blocking(move || {
-                    let _admitted = permit;
-                    page()
-                })
-                .await
-                .map_err(|_| crate::Error::Interrupted { fragment })??
+                node.inner
+                    .plugins
+                    .runtime()
+                    .run_blocking(move || {
+                        let _admitted = permit;
+                        page()
+                    })
+                    .await
+                    .map_err(|_| crate::Error::Interrupted { fragment })??
             } else {
                 let (reply, answer) = oneshot::channel();
                 fragment_handle
@@ -643,7 +646,7 @@ impl<'a> Run<'a> {
         Ok(buffer.into_iter().map(|r| r.values).collect())
     }
 
-    /// Run `work` where plugin calls are allowed: on the blocking pool when
+    /// Run `work` where plugin calls are allowed: on a plugin thread when
     /// the plan calls plugins, inline otherwise (pure built-in work).
     async fn off_worker<T: Send + 'static>(
         &self,
@@ -652,7 +655,11 @@ impl<'a> Run<'a> {
         if !self.plugins {
             return work();
         }
-        tokio::task::spawn_blocking(work)
+        self.node
+            .inner
+            .plugins
+            .runtime()
+            .run_blocking(work)
             .await
             .map_err(|e| QueryError::InvalidRequest(format!("query task failed: {e}")))?
     }
@@ -703,12 +710,21 @@ impl<'a> Run<'a> {
             if merging.is_none() && !due.is_empty() {
                 let (plan, pages) = (self.plan.clone(), std::mem::take(&mut due));
                 let mut groups = merged.take().expect("no merge running");
-                merging = Some(tokio::task::spawn_blocking(move || {
+                let merge = move || {
                     for page in pages {
                         merge_groups(&plan, &mut groups, page)?;
                     }
                     Ok::<_, QueryError>(groups)
-                }));
+                };
+                merging = Some(if self.plugins {
+                    let runtime = self.node.inner.plugins.runtime().clone();
+                    async move { runtime.run_blocking(merge).await.map_err(|e| e.to_string()) }
+                        .boxed()
+                } else {
+                    tokio::task::spawn_blocking(merge)
+                        .map(|done| done.map_err(|e| e.to_string()))
+                        .boxed()
+                });
             }
             tokio::select! {
                 Some(done) = in_flight.next(), if !in_flight.is_empty() => {

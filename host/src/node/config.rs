@@ -186,6 +186,12 @@ impl NodeConfig {
                 )));
             }
         }
+        if !(1..=256).contains(&self.plugins.threads) {
+            return Err(ConfigError(format!(
+                "plugin threads is {}; use 1 to 256",
+                self.plugins.threads
+            )));
+        }
         if self.expiry.backoff_base.is_zero()
             || self.expiry.backoff_max < self.expiry.backoff_base
             || !(1..=256).contains(&self.expiry.concurrency)
@@ -200,5 +206,24 @@ impl NodeConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_threads_are_one_to_256() {
+        let mut config = NodeConfig::new("unused");
+        assert!(config.plugins.threads >= 1, "default: the machine's cores");
+        config.validate().unwrap();
+        for bad in [0, 257] {
+            config.plugins.threads = bad;
+            let error = config.validate().unwrap_err();
+            assert_eq!(error.0, format!("plugin threads is {bad}; use 1 to 256"));
+        }
+        config.plugins.threads = 256;
+        config.validate().unwrap();
     }
 }

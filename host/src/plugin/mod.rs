@@ -6,6 +6,7 @@ pub mod error;
 pub mod registry;
 pub mod runtime;
 pub mod sql;
+pub mod threads;
 
 pub use error::{CallCause, PluginCallError, PluginError, PluginInvalid};
 pub use registry::{PluginRegistry, PluginVersion, VersionInfo};

@@ -3,7 +3,9 @@
 //! ABI v1 functions under a deadline and a memory cap.
 //!
 //! Calls are synchronous and may run for up to their deadline: callers run
-//! them on blocking threads, never on a tokio worker.
+//! them on blocking threads, never on a tokio worker; query work that
+//! calls plugins runs on the runtime's own threads
+//! ([`PluginRuntime::run_blocking`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +21,7 @@ use wasmtime::{
 };
 
 use super::error::{CallCause, PluginInvalid};
+use super::threads::{PluginThreads, WorkPanicked};
 
 /// The epoch ticks this often; deadlines are whole ticks.
 const TICK: Duration = Duration::from_millis(2);
@@ -40,6 +43,11 @@ pub struct PluginLimits {
     pub max_response_bytes: usize,
     /// Idle instances kept per plugin version. Default 4.
     pub idle_instances: usize,
+    /// Query work that calls plugins (pages, merges, finishes) runs on at
+    /// most this many threads at once; more waits its turn. Default: the
+    /// machine's cores. More threads than cores only time-share them: a
+    /// page then runs slower, on colder caches and more instances.
+    pub threads: usize,
 }
 
 impl Default for PluginLimits {
@@ -52,6 +60,7 @@ impl Default for PluginLimits {
             expiry_deadline: Duration::from_secs(1),
             max_response_bytes: 16 * 1024 * 1024,
             idle_instances: 4,
+            threads: thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }
 }
@@ -87,12 +96,15 @@ impl ResourceLimiter for HostState {
     }
 }
 
-/// The engine and its epoch ticker. Dropping it stops the ticker.
+/// The engine, its epoch ticker and the threads of query plugin work.
+/// Dropping it stops the ticker.
 pub struct PluginRuntime {
     engine: Engine,
     linker: Linker<HostState>,
     limits: PluginLimits,
     stop: Arc<AtomicBool>,
+    /// Where query work that calls plugins runs.
+    threads: PluginThreads,
 }
 
 impl Drop for PluginRuntime {
@@ -176,6 +188,8 @@ impl PluginRuntime {
                 },
             )
             .map_err(|e| e.to_string())?;
+        let threads = PluginThreads::start(limits.threads)
+            .map_err(|e| format!("cannot start the plugin threads: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.clone();
         let ticker_stop = stop.clone();
@@ -193,7 +207,18 @@ impl PluginRuntime {
             linker,
             limits,
             stop,
+            threads,
         }))
+    }
+
+    /// Run `work`, which calls plugins, on one of the
+    /// [`PluginLimits::threads`] plugin threads, after the work queued
+    /// before it. `Err` when `work` panicked.
+    pub async fn run_blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, WorkPanicked> {
+        self.threads.run(work).await
     }
 
     /// The limits.
