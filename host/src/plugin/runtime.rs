@@ -21,7 +21,7 @@ use wasmtime::{
 };
 
 use super::error::{CallCause, PluginInvalid};
-use super::threads::{PluginThreads, WorkPanicked};
+use super::threads::{PluginThreads, WorkFailed};
 
 /// The epoch ticks this often; deadlines are whole ticks.
 const TICK: Duration = Duration::from_millis(2);
@@ -217,7 +217,7 @@ impl PluginRuntime {
     pub async fn run_blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<T, WorkPanicked> {
+    ) -> Result<T, WorkFailed> {
         self.threads.run(work).await
     }
 
