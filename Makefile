@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run example test bench bench-sql bench-plugins bench-expiry bench-http build plugins lint fmt prereqs clean-data
+.PHONY: run example test bench bench-sql bench-plugins bench-expiry bench-http bench-isolation build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -57,6 +57,10 @@ bench-expiry: prereqs plugins
 
 bench-http: prereqs
 	./scripts/bench-http.sh
+
+# Point-read latency and server memory while heavy queries run.
+bench-isolation: prereqs
+	$(CARGO) bench -p ebb-host --bench isolation
 
 lint: prereqs
 	$(CARGO) fmt --all -- --check

@@ -395,3 +395,207 @@ async fn partial_aggregates_merge_in_the_same_order_every_run() {
     }
     node.shutdown().await.unwrap();
 }
+
+fn relaxed(text: &str, page_size: usize) -> QueryRequest {
+    QueryRequest {
+        consistency: Some(Consistency::Relaxed),
+        ..sql(text, page_size)
+    }
+}
+
+/// Every page of `request`, continued relaxed, with `between` run after each
+/// page: the rows in the order returned.
+async fn relaxed_pages(
+    node: &Node,
+    request: QueryRequest,
+    mut between: impl AsyncFnMut(usize),
+) -> Vec<Vec<Value>> {
+    let mut output = node.query(request).await.unwrap();
+    let mut rows = output.rows.clone();
+    let mut page = 0;
+    while output.cursor.is_some() {
+        between(page).await;
+        page += 1;
+        output = node
+            .query(next(&output, Some(Consistency::Relaxed)))
+            .await
+            .unwrap();
+        rows.extend(output.rows.clone());
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relaxed_continuations_in_key_order_return_every_key_once_under_a_concurrent_writer() {
+    let node = node_with(QueryBudgets::default(), 300).await;
+    let t = node.table("t").unwrap();
+    // A writer runs through every query: new keys on both sides of any
+    // position, and rewrites of existing keys with their own values (so
+    // filters keep matching the same keys).
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (t, stop) = (t.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let fast = PutOptions::default().durability(Durability::Memory);
+                t.put(
+                    &format!("k{:04}", n % 300),
+                    format!("{}", (n % 300) % 7),
+                    fast,
+                )
+                .await
+                .unwrap();
+                t.put(&format!("k{:04}w{n}", (n * 37) % 300), "w", fast)
+                    .await
+                    .unwrap();
+                n += 1;
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
+            n
+        })
+    };
+    for (query, descending, originals) in [
+        ("SELECT key FROM t", false, 300),
+        ("SELECT key FROM t ORDER BY key", false, 300),
+        ("SELECT key FROM t ORDER BY key DESC", true, 300),
+        (
+            "SELECT key, value FROM t WHERE CAST(value AS TEXT) <> '3' ORDER BY key DESC, value",
+            true,
+            300 - 300 / 7 - 1,
+        ),
+    ] {
+        let rows = relaxed_pages(&node, relaxed(query, 17), async |page| {
+            // And a write between every two pages, behind and ahead.
+            let fast = PutOptions::default().durability(Durability::Memory);
+            t.put(&format!("k0000b{page}"), "b", fast).await.unwrap();
+            t.put(&format!("k9999b{page}"), "b", fast).await.unwrap();
+        })
+        .await;
+        let keys: Vec<String> = rows.iter().map(|r| r[0].render()).collect();
+        let ordered = keys
+            .windows(2)
+            .all(|w| if descending { w[0] > w[1] } else { w[0] < w[1] });
+        assert!(ordered, "{query}: strictly ordered, so no key twice");
+        let original = keys
+            .iter()
+            .filter(|k| k.len() == 5 && k.starts_with('k'))
+            .count();
+        assert_eq!(original, originals, "{query}: no original key skipped");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(writer.await.unwrap() > 0, "the writer ran");
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relaxed_mode_refuses_orders_it_cannot_continue_exactly() {
+    let node = node_with(QueryBudgets::default(), 50).await;
+    for query in [
+        "SELECT key FROM t ORDER BY value",
+        "SELECT key FROM t ORDER BY length(key), key",
+        "SELECT value, count(*) FROM t GROUP BY value",
+        "SELECT count(*) FROM t",
+    ] {
+        let refused = |result: Result<QueryOutput, QueryError>| match result {
+            Err(QueryError::InvalidRequest(message)) => {
+                assert!(message.contains("key order"), "{query}: {message}")
+            }
+            other => panic!("{query}: relaxed must be refused, got {other:?}"),
+        };
+        refused(node.query(relaxed(query, 5)).await);
+        // A guarded first page continued relaxed is refused too; guarded
+        // continuations still work.
+        let first = node.query(sql(query, 5)).await.unwrap();
+        if first.cursor.is_some() {
+            refused(node.query(next(&first, Some(Consistency::Relaxed))).await);
+            node.query(next(&first, None)).await.unwrap();
+        }
+    }
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_a_query_builds_are_bounded_per_page_and_a_small_limit_builds_few() {
+    let node = node_with(QueryBudgets::default(), 2000).await;
+    let big = Value::text("x".repeat(1_000_000));
+    let four = |text: &str| QueryRequest {
+        params: vec![big.clone(), big.clone(), big.clone(), big.clone()],
+        ..sql(text, 1000)
+    };
+    // LIMIT 2 evaluates two rows per partition, not a full page of each.
+    let two = node
+        .query(four("SELECT ? || ? || ? || ? FROM t LIMIT 2"))
+        .await
+        .unwrap();
+    assert_eq!(two.rows.len(), 2);
+    assert!(two.rows.iter().all(|r| r[0].render().len() == 4_000_000));
+    assert!(two.stats.scanned <= 2 * 4, "scanned {}", two.stats.scanned);
+    // Without it, a page would build gigabytes: refused, naming the budget.
+    match node.query(four("SELECT ? || ? || ? || ? FROM t")).await {
+        Err(QueryError::Budget { budget, limit, .. }) => {
+            assert_eq!((budget, limit), ("max_page_bytes", 64 << 20))
+        }
+        other => panic!("expected max_page_bytes, got {other:?}"),
+    }
+    // Values built by nested concatenations count as they are built.
+    match node
+        .query(QueryRequest {
+            params: vec![big.clone()],
+            ..sql(
+                "SELECT (((($1||$1)||($1||$1))||(($1||$1)||($1||$1)))||((($1||$1)||($1||$1))||(($1||$1)||($1||$1))))||(((($1||$1)||($1||$1))||(($1||$1)||($1||$1)))||((($1||$1)||($1||$1))||(($1||$1)||($1||$1)))) FROM t LIMIT 1",
+                10,
+            )
+        })
+        .await
+    {
+        Err(QueryError::Budget { budget, .. }) => assert_eq!(budget, "max_page_bytes"),
+        other => panic!("expected max_page_bytes, got {other:?}"),
+    }
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_holding_too_much_fails_with_max_query_bytes() {
+    let tight = QueryBudgets {
+        max_query_bytes: 64 * 1024,
+        ..QueryBudgets::default()
+    };
+    let node = node_with(tight, 2000).await;
+    let budget_of = |result: Result<QueryOutput, QueryError>| match result {
+        Err(QueryError::Budget { budget, .. }) => budget,
+        other => panic!("expected a budget error, got {other:?}"),
+    };
+    // Parameters count.
+    let params = QueryRequest {
+        params: vec![Value::text("p".repeat(100_000))],
+        ..sql("SELECT key FROM t WHERE value = ?", 10)
+    };
+    assert_eq!(budget_of(node.query(params).await), "max_query_bytes");
+    // The ORDER BY buffer counts.
+    assert_eq!(
+        budget_of(
+            node.query(sql("SELECT key, key || key FROM t ORDER BY value", 10))
+                .await
+        ),
+        "max_query_bytes"
+    );
+    // Group keys count.
+    assert_eq!(
+        budget_of(
+            node.query(sql(
+                "SELECT key || key || key || key, count(*) FROM t GROUP BY 1",
+                10
+            ))
+            .await
+        ),
+        "max_query_bytes"
+    );
+    // Small queries are unaffected.
+    let fine = node
+        .query(sql("SELECT value, count(*) FROM t GROUP BY value", 10))
+        .await
+        .unwrap();
+    assert_eq!(fine.rows.len(), 7);
+    node.shutdown().await.unwrap();
+}

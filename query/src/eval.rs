@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 
 use crate::expr::{BinaryOp, CastType, Column, Expr, UnaryOp};
 use crate::functions::FunctionError;
+use crate::meter::{EvalError, Meter, heap_bytes};
 use crate::value::Value;
 
 /// What expressions read: table columns of a scanned record, or group keys
@@ -35,27 +36,48 @@ fn batch_copy(value: &Value) -> Value {
 }
 
 /// Evaluate `expr` for every row; scalar functions are called once per batch.
-pub fn eval_batch<R: RowSource>(expr: &Expr, rows: &[R]) -> Result<Vec<Value>, FunctionError> {
+/// Every text or blob value built is charged to `meter`; a concatenation is
+/// refused before it allocates past the meter's limit.
+pub fn eval_batch<R: RowSource>(
+    expr: &Expr,
+    rows: &[R],
+    meter: &mut Meter,
+) -> Result<Vec<Value>, EvalError> {
     let n = rows.len();
     Ok(match expr {
-        Expr::Literal(v) => vec![batch_copy(v); n],
+        Expr::Literal(v) => {
+            meter.charge(heap_bytes(v))?;
+            vec![batch_copy(v); n]
+        }
         Expr::Column(c) => rows.iter().map(|r| r.column(*c)).collect(),
         Expr::GroupKey(i) => rows.iter().map(|r| r.group_key(*i)).collect(),
         Expr::AggResult(i) => rows.iter().map(|r| r.agg_result(*i)).collect(),
-        Expr::Unary { op, expr } => eval_batch(expr, rows)?
+        Expr::Unary { op, expr } => eval_batch(expr, rows, meter)?
             .into_iter()
             .map(|v| unary(*op, v))
             .collect(),
+        Expr::Binary {
+            op: BinaryOp::Concat,
+            left,
+            right,
+        } => {
+            let l = eval_batch(left, rows, meter)?;
+            let r = eval_batch(right, rows, meter)?;
+            l.into_iter()
+                .zip(r)
+                .map(|(a, b)| concat(&a, &b, meter))
+                .collect::<Result<_, _>>()?
+        }
         Expr::Binary { op, left, right } => {
-            let l = eval_batch(left, rows)?;
-            let r = eval_batch(right, rows)?;
+            let l = eval_batch(left, rows, meter)?;
+            let r = eval_batch(right, rows, meter)?;
             let (la, ra) = (is_key(left), is_key(right));
             l.into_iter()
                 .zip(r)
                 .map(|(a, b)| binary(*op, a, b, la, ra))
                 .collect()
         }
-        Expr::IsNull { expr, negated } => eval_batch(expr, rows)?
+        Expr::IsNull { expr, negated } => eval_batch(expr, rows, meter)?
             .into_iter()
             .map(|v| Value::Bool(v.is_null() != *negated))
             .collect(),
@@ -64,11 +86,11 @@ pub fn eval_batch<R: RowSource>(expr: &Expr, rows: &[R]) -> Result<Vec<Value>, F
             list,
             negated,
         } => {
-            let subject = eval_batch(expr, rows)?;
+            let subject = eval_batch(expr, rows, meter)?;
             let key = is_key(expr);
             let candidates: Vec<Vec<Value>> = list
                 .iter()
-                .map(|e| eval_batch(e, rows))
+                .map(|e| eval_batch(e, rows, meter))
                 .collect::<Result<_, _>>()?;
             subject
                 .into_iter()
@@ -95,9 +117,9 @@ pub fn eval_batch<R: RowSource>(expr: &Expr, rows: &[R]) -> Result<Vec<Value>, F
             high,
             negated,
         } => {
-            let subject = eval_batch(expr, rows)?;
-            let lows = eval_batch(low, rows)?;
-            let highs = eval_batch(high, rows)?;
+            let subject = eval_batch(expr, rows, meter)?;
+            let lows = eval_batch(low, rows, meter)?;
+            let highs = eval_batch(high, rows, meter)?;
             let key = is_key(expr);
             subject
                 .into_iter()
@@ -115,8 +137,8 @@ pub fn eval_batch<R: RowSource>(expr: &Expr, rows: &[R]) -> Result<Vec<Value>, F
             pattern,
             negated,
         } => {
-            let subject = eval_batch(expr, rows)?;
-            let patterns = eval_batch(pattern, rows)?;
+            let subject = eval_batch(expr, rows, meter)?;
+            let patterns = eval_batch(pattern, rows, meter)?;
             subject
                 .into_iter()
                 .zip(patterns)
@@ -130,14 +152,18 @@ pub fn eval_batch<R: RowSource>(expr: &Expr, rows: &[R]) -> Result<Vec<Value>, F
                 })
                 .collect()
         }
-        Expr::Cast { expr, to } => eval_batch(expr, rows)?
-            .into_iter()
-            .map(|v| cast(v, *to))
-            .collect(),
+        Expr::Cast { expr, to } => {
+            let out: Vec<Value> = eval_batch(expr, rows, meter)?
+                .into_iter()
+                .map(|v| cast(v, *to))
+                .collect();
+            meter.charge_values(&out)?;
+            out
+        }
         Expr::Call { function, args } => {
             let columns: Vec<Vec<Value>> = args
                 .iter()
-                .map(|a| eval_batch(a, rows))
+                .map(|a| eval_batch(a, rows, meter))
                 .collect::<Result<_, _>>()?;
             let out = function.call(&columns, n)?;
             if out.len() != n {
@@ -145,16 +171,41 @@ pub fn eval_batch<R: RowSource>(expr: &Expr, rows: &[R]) -> Result<Vec<Value>, F
                     function: function.name().to_string(),
                     message: format!("returned {} values for {n} rows", out.len()),
                     plugin: function.is_plugin(),
-                });
+                }
+                .into());
             }
+            meter.charge_values(&out)?;
             out
         }
     })
 }
 
 /// Evaluate `expr` for one row.
-pub fn eval_one<R: RowSource>(expr: &Expr, row: R) -> Result<Value, FunctionError> {
-    Ok(eval_batch(expr, std::slice::from_ref(&row))?.remove(0))
+pub fn eval_one<R: RowSource>(expr: &Expr, row: R, meter: &mut Meter) -> Result<Value, EvalError> {
+    Ok(eval_batch(expr, std::slice::from_ref(&row), meter)?.remove(0))
+}
+
+/// `a || b` as SQLite: NULL if either is NULL, otherwise both as text. The
+/// result's size is charged before it is built.
+fn concat(a: &Value, b: &Value, meter: &mut Meter) -> Result<Value, EvalError> {
+    if a.is_null() || b.is_null() {
+        return Ok(Value::Null);
+    }
+    let (a, b) = (as_text(a), as_text(b));
+    meter.charge(a.len() + b.len())?;
+    let mut joined = String::with_capacity(a.len() + b.len());
+    joined.push_str(&a);
+    joined.push_str(&b);
+    Ok(Value::text(joined))
+}
+
+/// A value's text form, borrowed where it already is text.
+fn as_text(value: &Value) -> std::borrow::Cow<'_, str> {
+    match value {
+        Value::Text(t) => std::borrow::Cow::Borrowed(&**t),
+        Value::Bytes(b) => String::from_utf8_lossy(b),
+        other => std::borrow::Cow::Owned(other.render()),
+    }
 }
 
 fn is_key(expr: &Expr) -> bool {
@@ -218,13 +269,7 @@ fn binary(op: BinaryOp, a: Value, b: Value, a_key: bool, b_key: bool) -> Value {
         BinaryOp::LtEq => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_le)),
         BinaryOp::Gt => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_gt)),
         BinaryOp::GtEq => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_ge)),
-        BinaryOp::Concat => {
-            if a.is_null() || b.is_null() {
-                Value::Null
-            } else {
-                Value::text(format!("{}{}", a.render(), b.render()))
-            }
-        }
+        BinaryOp::Concat => unreachable!("concatenation is evaluated with its meter"),
         BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
             arithmetic(op, a.to_numeric(), b.to_numeric())
         }

@@ -23,6 +23,7 @@ pub mod eval;
 pub mod expr;
 pub mod functions;
 pub mod limits;
+pub mod meter;
 pub mod plan;
 pub mod value;
 
@@ -34,5 +35,6 @@ pub use functions::{
     AggState, AggregateFunction, Arity, Builtins, FunctionError, FunctionRegistry, ScalarFunction,
 };
 pub use limits::Limits;
+pub use meter::{EvalError, Meter, OverBudget};
 pub use plan::{AggregateCall, OutputColumn, Plan, Shape, SortKey, plan};
 pub use value::{SqlType, Value};

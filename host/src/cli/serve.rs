@@ -83,6 +83,12 @@ pub struct ServeArgs {
     /// Most records one SQL query may visit.
     #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_scanned_records)]
     pub max_scanned_records: u64,
+    /// Bytes of values one page of a SQL query may build.
+    #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_page_bytes)]
+    pub max_page_bytes: usize,
+    /// Bytes one SQL query may hold at once (parameters, buffered rows, groups).
+    #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_query_bytes)]
+    pub max_query_bytes: usize,
 }
 
 /// Install the modules in `dir` whose bytes differ from the installed version.
@@ -211,6 +217,8 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         .query_budgets(crate::exec::QueryBudgets {
             timeout: args.query_timeout,
             max_scanned_records: args.max_scanned_records,
+            max_page_bytes: args.max_page_bytes,
+            max_query_bytes: args.max_query_bytes,
             ..crate::exec::QueryBudgets::default()
         });
     config.fragments = args.fragments;

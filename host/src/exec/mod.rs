@@ -67,6 +67,16 @@ pub struct QueryBudgets {
     pub default_page_size: usize,
     /// Largest `page_size`. Default 10 000.
     pub max_page_size: usize,
+    /// Bytes of text and blob values one page may build (intermediate and
+    /// result values, literals and parameters included). A page ends early
+    /// once it has built a quarter of this; a query fails with this budget
+    /// only when one batch of records would build past all of it.
+    /// Default 64 MiB.
+    pub max_page_bytes: usize,
+    /// Bytes one query may hold at once: its parameters, the rows it
+    /// buffers between pages (merge and ORDER BY buffers) and its group
+    /// keys. Default 256 MiB.
+    pub max_query_bytes: usize,
 }
 
 impl Default for QueryBudgets {
@@ -81,6 +91,8 @@ impl Default for QueryBudgets {
             max_page_visit_budget: 4096,
             default_page_size: 1000,
             max_page_size: 10_000,
+            max_page_bytes: 64 * 1024 * 1024,
+            max_query_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -150,4 +162,7 @@ pub enum QueryError {
     /// The node could not run the query now.
     #[error(transparent)]
     Node(#[from] crate::Error),
+    /// The server failed running the query (not the request's fault).
+    #[error("{0}")]
+    Internal(String),
 }

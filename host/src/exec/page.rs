@@ -9,7 +9,7 @@ use std::collections::hash_map::Entry;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use ebb_query::{AggState, Column, FunctionError, Plan, RowSource, Shape, Value, eval_batch};
+use ebb_query::{AggState, Column, EvalError, Meter, Plan, RowSource, Shape, Value, eval_batch};
 
 use super::prefetch::prefetch;
 use crate::fragment::partition::PartitionSnapshot;
@@ -22,6 +22,14 @@ const BATCH: usize = 256;
 /// an aggregate's state round trip through the sandbox are worth spreading
 /// over more rows (still far below the plugin deadline).
 const PLUGIN_BATCH: usize = 1024;
+/// A batch also ends once the values it will read reach this many bytes, so
+/// large records are evaluated a few at a time and what a batch builds
+/// from them stays proportionate.
+const BATCH_VALUE_BYTES: usize = 1 << 20;
+/// A page ends early, after the batch that takes the bytes it built past
+/// `max_bytes / PAGE_SOFT_SHARE`, so pages of large values stay well
+/// inside their budget and the query goes on with the next page.
+const PAGE_SOFT_SHARE: usize = 4;
 
 /// A visible record during a scan, borrowed from the snapshot (values are
 /// cloned only when an expression reads them).
@@ -77,6 +85,17 @@ pub struct PageOutput {
     pub done: bool,
     /// Records visited (tombstones and expired ones included).
     pub visited: usize,
+    /// Bytes of text and blob values the page built.
+    pub built: usize,
+}
+
+/// How much one page may do.
+#[derive(Debug, Clone, Copy)]
+pub struct PageBudget {
+    /// Records it may visit.
+    pub visit: usize,
+    /// Bytes of values it may build (`max_page_bytes`).
+    pub max_bytes: usize,
 }
 
 fn lower_bound<'a>(start: &'a Bound<String>, resume: Option<&'a str>) -> Bound<&'a str> {
@@ -110,23 +129,29 @@ fn past_end(resume: &str, end: &Bound<String>) -> bool {
     }
 }
 
-/// Evaluate one page of `plan` over `snapshot`: visit at most `budget`
-/// records after `resume_after`, keep those visible at `snapshot_ms`.
+/// Evaluate one page of `plan` over `snapshot`: visit at most
+/// `budget.visit` records after `resume_after`, keep those visible at
+/// `snapshot_ms`. The page ends early once it has built a quarter of
+/// `budget.max_bytes`; it fails with [`EvalError::OverBudget`] only when
+/// one batch would build past all of it.
 pub fn run_page(
     plan: &Plan,
     snapshot: &PartitionSnapshot,
     fragment: u32,
     resume_after: Option<&str>,
-    budget: usize,
+    budget: PageBudget,
     snapshot_ms: u64,
-) -> Result<PageOutput, FunctionError> {
+) -> Result<PageOutput, EvalError> {
     let mut out = PageOutput::default();
+    let mut meter = Meter::new(budget.max_bytes);
+    let soft_bytes = budget.max_bytes / PAGE_SOFT_SHARE;
+    let mut batch_bytes = 0usize;
     let batch_size = if plan.plugin_calls().is_empty() {
         BATCH
     } else {
         PLUGIN_BATCH
     };
-    let mut batch: Vec<ScanRow<'_>> = Vec::with_capacity(batch_size.min(budget));
+    let mut batch: Vec<ScanRow<'_>> = Vec::with_capacity(batch_size.min(budget.visit));
     // Values are scattered over the heap: loading each one's bytes while the
     // batch fills, rather than when an expression first reads it, keeps the
     // evaluation from waiting on memory one row at a time.
@@ -145,7 +170,7 @@ pub fn run_page(
             upper_bound(&range.end),
         );
         for (key, record) in snapshot.records.range::<_, str>(bounds) {
-            if out.visited == budget {
+            if out.visited == budget.visit || meter.used() >= soft_bytes {
                 exhausted = false;
                 break 'ranges;
             }
@@ -156,18 +181,21 @@ pub fn run_page(
             }
             if prefetch_values {
                 prefetch(&record.value);
+                batch_bytes += record.value.len();
             }
             batch.push(ScanRow {
                 key,
                 record,
                 fragment,
             });
-            if batch.len() == batch_size {
-                evaluate(plan, &mut batch, &mut out)?;
+            if batch.len() == batch_size || batch_bytes >= BATCH_VALUE_BYTES {
+                evaluate(plan, &mut batch, &mut out, &mut meter)?;
+                batch_bytes = 0;
             }
         }
     }
-    evaluate(plan, &mut batch, &mut out)?;
+    evaluate(plan, &mut batch, &mut out, &mut meter)?;
+    out.built = meter.used();
     out.done = exhausted;
     out.resume_after = last.cloned().or_else(|| resume_after.map(Arc::from));
     Ok(out)
@@ -177,17 +205,18 @@ fn evaluate(
     plan: &Plan,
     batch: &mut Vec<ScanRow<'_>>,
     out: &mut PageOutput,
-) -> Result<(), FunctionError> {
+    meter: &mut Meter,
+) -> Result<(), EvalError> {
     if batch.is_empty() {
         return Ok(());
     }
     if let Some(filter) = &plan.filter {
-        let keep = eval_batch(filter, batch)?;
+        let keep = eval_batch(filter, batch, meter)?;
         let mut keep = keep.iter();
         batch.retain(|_| keep.next().is_some_and(|k| k.truth() == Some(true)));
     }
     // The batch keeps its capacity for the next one.
-    let result = evaluate_kept(plan, batch, out);
+    let result = evaluate_kept(plan, batch, out, meter);
     batch.clear();
     result
 }
@@ -197,7 +226,8 @@ fn evaluate_kept(
     plan: &Plan,
     rows: &[ScanRow<'_>],
     out: &mut PageOutput,
-) -> Result<(), FunctionError> {
+    meter: &mut Meter,
+) -> Result<(), EvalError> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -205,12 +235,12 @@ fn evaluate_kept(
         Shape::Rows { projection } => {
             let columns: Vec<Vec<Value>> = projection
                 .iter()
-                .map(|e| eval_batch(e, rows))
+                .map(|e| eval_batch(e, rows, meter))
                 .collect::<Result<_, _>>()?;
             let sorts: Vec<Vec<Value>> = plan
                 .order_by
                 .iter()
-                .map(|k| eval_batch(&k.expr, rows))
+                .map(|k| eval_batch(&k.expr, rows, meter))
                 .collect::<Result<_, _>>()?;
             for (i, row) in rows.iter().enumerate() {
                 out.rows.push(OutRow {
@@ -230,7 +260,7 @@ fn evaluate_kept(
                 .map(|a| {
                     a.args
                         .iter()
-                        .map(|e| eval_batch(e, rows))
+                        .map(|e| eval_batch(e, rows, meter))
                         .collect::<Result<_, _>>()
                 })
                 .collect::<Result<_, _>>()?;
@@ -255,7 +285,7 @@ fn evaluate_kept(
             }
             let keys: Vec<Vec<Value>> = group_by
                 .iter()
-                .map(|e| eval_batch(e, rows))
+                .map(|e| eval_batch(e, rows, meter))
                 .collect::<Result<_, _>>()?;
             // Rows of each group, so each aggregate is updated once per group per batch.
             let mut members: HashMap<Vec<Value>, Vec<usize>> = HashMap::new();

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use ebb_proto::query::v1 as pb;
 use ebb_query::{
-    AggState, Column, Limits, OutputColumn, Plan, RowSource, Shape, SqlType, Value, eval_batch,
+    AggState, Column, EvalError, Expr, Limits, Meter, OutputColumn, OverBudget, Plan, RowSource,
+    Shape, SqlType, Value, eval_batch,
 };
 use futures::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, oneshot};
@@ -16,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::convert::{from_proto, to_proto};
 use super::cursor;
 use super::merge_order::MergeOrder;
-use super::page::{Groups, OutRow, PageOutput, run_page};
+use super::page::{Groups, OutRow, PageBudget, PageOutput, run_page};
 use super::{Consistency, QueryBudgets, QueryError, QueryOutput, QueryRequest, QueryStats};
 use crate::Node;
 use crate::fragment::partition::PartitionSnapshot;
@@ -167,9 +168,6 @@ impl RowSource for GroupRow<'_> {
 
 struct Run<'a> {
     node: &'a Node,
-    /// The plan calls plugins: pages and aggregate merges run on the
-    /// blocking pool, never on a tokio worker.
-    plugins: bool,
     plan: Arc<Plan>,
     columns: Vec<OutputColumn>,
     sql: String,
@@ -181,6 +179,9 @@ struct Run<'a> {
     snapshot_ms: u64,
     started: Instant,
     stats: QueryStats,
+    /// Bytes the query holds: its parameters and the rows and group keys it
+    /// buffers between pages (`max_query_bytes`).
+    held: usize,
 }
 
 fn cmp_values(a: &[Value], b: &[Value], descending: &[bool]) -> Ordering {
@@ -256,7 +257,12 @@ impl<'a> Run<'a> {
         }
         let functions = HostFunctions::new(node.inner.plugins.clone(), node.inner.natives.clone());
         let plan = ebb_query::plan(&sql, &params, &functions, &Limits::default())?;
-        let plugins = !plan.plugin_calls().is_empty();
+        if consistency == Consistency::Relaxed && !plan.explain && !key_ordered(&plan) {
+            return Err(QueryError::InvalidRequest(
+                "\"consistency\": \"relaxed\" continues only row queries in key order (no ORDER BY, or ORDER BY key [DESC] first): a record whose ORDER BY values or group change between pages could be returned twice or skipped; use the default guarded consistency, or order by key".into(),
+            ));
+        }
+        let held = params.iter().map(value_bytes).sum();
         let columns = if plan.explain {
             vec![OutputColumn {
                 name: "plan".into(),
@@ -265,9 +271,8 @@ impl<'a> Run<'a> {
         } else {
             plan.columns.clone()
         };
-        Ok(Run {
+        let run = Run {
             node,
-            plugins,
             plan: Arc::new(plan),
             columns,
             sql,
@@ -279,7 +284,27 @@ impl<'a> Run<'a> {
             snapshot_ms: now_ms(),
             started: Instant::now(),
             stats: QueryStats::default(),
-        })
+            held: 0,
+        };
+        run.hold_more(held)
+    }
+
+    /// Count `bytes` more held by the query, failing past `max_query_bytes`.
+    fn hold_more(mut self, bytes: usize) -> Result<Self, QueryError> {
+        self.hold(bytes)?;
+        Ok(self)
+    }
+
+    fn hold(&mut self, bytes: usize) -> Result<(), QueryError> {
+        self.held = self.held.saturating_add(bytes);
+        if self.held > self.budgets.max_query_bytes {
+            return Err(query_bytes_error(self.budgets.max_query_bytes));
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, bytes: usize) {
+        self.held = self.held.saturating_sub(bytes);
     }
 
     /// The fragments whose partitions can hold matching keys.
@@ -317,6 +342,7 @@ impl<'a> Run<'a> {
             .map(|p| (p.fragment, p))
             .collect();
         let fragments = self.fragments();
+        let first_budget = self.first_page_budget();
         if fragments.iter().any(|f| *f >= self.node.fragment_count()) {
             return Err(cursor::InvalidCursor(
                 "it names a fragment this node does not have".into(),
@@ -338,7 +364,7 @@ impl<'a> Run<'a> {
                 done: false,
                 buffer: VecDeque::new(),
                 emitted_to: None,
-                budget: self.budgets.page_visit_budget,
+                budget: first_budget,
             };
             if let Some(previous) = resumes.get(&fragment) {
                 if self.consistency == Consistency::Guarded
@@ -358,7 +384,42 @@ impl<'a> Run<'a> {
             }
             scans.push(scan);
         }
+        if self.is_merge() {
+            // Every partition continues after the last key returned, not
+            // after its own last one. Unchanged data has no unreturned key
+            // below that position, so guarded pages are the same; a relaxed
+            // continuation skips keys written behind it since, rather than
+            // returning them out of key order.
+            let position = scans.iter().filter_map(|s| s.resume_after.clone()).max();
+            for scan in &mut scans {
+                scan.resume_after.clone_from(&position);
+                scan.emitted_to.clone_from(&position);
+            }
+        }
         Ok(scans)
+    }
+
+    /// Records a partition's first page visits: the page visit budget, or
+    /// fewer when a key-order query cannot use more rows from one partition
+    /// (its LIMIT, or the rows one response holds), so a small LIMIT does
+    /// not evaluate a full page in every partition.
+    fn first_page_budget(&self) -> usize {
+        let full = self.budgets.page_visit_budget;
+        if !self.is_merge() {
+            return full;
+        }
+        let emitted = self.previous.as_ref().map_or(0, |c| c.emitted);
+        let skip = if self.previous.is_some() {
+            0
+        } else {
+            self.plan.offset
+        };
+        let response = skip.saturating_add(self.page_size as u64);
+        let wanted = match self.plan.limit {
+            Some(limit) => response.min(skip.saturating_add(limit.saturating_sub(emitted))),
+            None => response,
+        };
+        usize::try_from(wanted).unwrap_or(usize::MAX).clamp(1, full)
     }
 
     fn is_merge(&self) -> bool {
@@ -372,8 +433,9 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// The next page of `scans[i]`, on its fragment's background pool (on a
-    /// plugin thread when the query calls plugins).
+    /// The next page of `scans[i]`, on a query thread (never on a tokio
+    /// worker, so requests are answered while pages run), admitted by the
+    /// fragment's background pool.
     fn page_job(
         &self,
         scans: &[Scan],
@@ -384,10 +446,12 @@ impl<'a> Run<'a> {
         let snapshot = scan.snapshot.clone();
         let resume = scan.resume_after.clone();
         let fragment = scan.fragment;
-        let budget = scan.budget;
+        let budget = PageBudget {
+            visit: scan.budget,
+            max_bytes: self.budgets.max_page_bytes,
+        };
         let snapshot_ms = self.snapshot_ms;
         let node = self.node;
-        let plugins = self.plugins;
         async move {
             let Some(snapshot) = snapshot else {
                 return Ok((
@@ -408,34 +472,20 @@ impl<'a> Run<'a> {
                     snapshot_ms,
                 )
             };
-            let fragment_handle = &node.inner.fragments[fragment as usize];
-            let page = if plugins {
-                // Plugin calls block: run on a plugin thread, holding a
-                // background-pool slot for admission.
-                let permit = fragment_handle
-                    .admit_background()
-                    .map_err(crate::Error::from)?;
-                node.inner
-                    .plugins
-                    .runtime()
-                    .run_blocking(move || {
-                        let _admitted = permit;
-                        page()
-                    })
-                    .await
-                    .map_err(|_| crate::Error::Interrupted { fragment })??
-            } else {
-                let (reply, answer) = oneshot::channel();
-                fragment_handle
-                    .submit_background(Box::new(move |_state| {
-                        let _ = reply.send(page());
-                    }))
-                    .await
-                    .map_err(crate::Error::from)?;
-                answer
-                    .await
-                    .map_err(|_| crate::Error::Interrupted { fragment })??
-            };
+            let permit = node.inner.fragments[fragment as usize]
+                .admit_background()
+                .map_err(crate::Error::from)?;
+            let page = node
+                .inner
+                .plugins
+                .runtime()
+                .run_blocking(move || {
+                    let _admitted = permit;
+                    page()
+                })
+                .await
+                .map_err(|_| crate::Error::Interrupted { fragment })?
+                .map_err(page_error)?;
             Ok((i, page))
         }
     }
@@ -500,7 +550,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn seal(&self, scans: &[Scan], emitted: u64) -> String {
+    fn seal(&self, scans: &[Scan], emitted: u64, last_key: Option<&str>) -> String {
         let partitions = scans
             .iter()
             .map(|scan| pb::PartitionCursor {
@@ -521,6 +571,7 @@ impl<'a> Run<'a> {
                 relaxed: self.consistency == Consistency::Relaxed,
                 partitions,
                 emitted,
+                last_key: last_key.map(str::to_string),
             },
         )
     }
@@ -544,6 +595,7 @@ impl<'a> Run<'a> {
                     break;
                 }
                 for (i, page) in self.fetch(&mut scans, &needy).await? {
+                    self.hold(page.rows.iter().map(out_row_bytes).sum())?;
                     scans[i].buffer.extend(page.rows);
                 }
             }
@@ -561,9 +613,10 @@ impl<'a> Run<'a> {
                     self.budgets.max_result_bytes,
                 )?
             {
-                return Ok(Some(self.seal(&scans, emitted)));
+                return Ok(Some(self.seal(&scans, emitted, None)));
             }
             let row = scans[i].buffer.pop_front().expect("non-empty buffer");
+            self.release(out_row_bytes(&row));
             scans[i].emitted_to = Some(row.key.clone());
             if to_skip > 0 {
                 to_skip -= 1;
@@ -575,30 +628,69 @@ impl<'a> Run<'a> {
     }
 
     /// Sorted row queries and aggregates: scan everything, then order and page.
+    ///
+    /// A continuation recomputes the result. Guarded, nothing changed, so it
+    /// skips the rows already returned by count. Relaxed (key order only,
+    /// see [`key_ordered`]), it starts after the last key returned, so no
+    /// key is returned twice or skipped whatever was written between pages.
     async fn run_buffered(&mut self, sink: &mut Sink) -> Result<Option<String>, QueryError> {
         let mut scans = self.open_scans()?;
         for scan in &mut scans {
-            // Buffered queries recompute from the start; the cursor only guards.
             scan.resume_after = None;
             scan.emitted_to = None;
             scan.done = scan.snapshot.is_none();
         }
         let emitted_before = self.previous.as_ref().map_or(0, |c| c.emitted);
-        let mut rows = match &self.plan.shape {
-            Shape::Rows { .. } => self.sorted_rows(&mut scans).await?,
-            Shape::Aggregate { .. } => self.aggregate_rows(&mut scans).await?,
+        let rows: Vec<(Option<Arc<str>>, Vec<Value>)> = match &self.plan.shape {
+            Shape::Rows { .. } => self
+                .sorted_rows(&mut scans)
+                .await?
+                .into_iter()
+                .map(|row| (Some(row.key), row.values))
+                .collect(),
+            Shape::Aggregate { .. } => self
+                .aggregate_rows(&mut scans)
+                .await?
+                .into_iter()
+                .map(|values| (None, values))
+                .collect(),
         };
-        let offset = self.plan.offset as usize;
-        let end = self
-            .plan
-            .limit
-            .map_or(rows.len(), |l| (offset + l as usize).min(rows.len()));
-        let start = (offset + emitted_before as usize).min(end);
-        for (emitted, row) in (emitted_before..).zip(rows.drain(start..end)) {
+        let resume_key = match &self.previous {
+            Some(previous) if self.consistency == Consistency::Relaxed => {
+                previous.last_key.as_deref()
+            }
+            _ => None,
+        };
+        let (start, end) = match resume_key {
+            Some(last) => {
+                let descending = self.plan.order_by.first().is_some_and(|k| k.descending);
+                let start = rows.partition_point(|(key, _)| {
+                    let key = key.as_deref().unwrap_or_default();
+                    if descending { key >= last } else { key <= last }
+                });
+                let remaining = self
+                    .plan
+                    .limit
+                    .map_or(usize::MAX, |l| l.saturating_sub(emitted_before) as usize);
+                (start, start.saturating_add(remaining).min(rows.len()))
+            }
+            None => {
+                let offset = self.plan.offset as usize;
+                let end = self
+                    .plan
+                    .limit
+                    .map_or(rows.len(), |l| (offset + l as usize).min(rows.len()));
+                ((offset + emitted_before as usize).min(end), end)
+            }
+        };
+        let mut last_key: Option<Arc<str>> = None;
+        let mut rows = rows;
+        for (emitted, (key, row)) in (emitted_before..).zip(rows.drain(start..end)) {
             if !sink.has_room(&row, self.page_size, self.budgets.max_result_bytes)? {
-                return Ok(Some(self.seal(&scans, emitted)));
+                return Ok(Some(self.seal(&scans, emitted, last_key.as_deref())));
             }
             sink.push(row).await?;
+            last_key = key;
         }
         Ok(None)
     }
@@ -614,15 +706,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    async fn sorted_rows(&mut self, scans: &mut [Scan]) -> Result<Vec<Vec<Value>>, QueryError> {
-        let descending: Vec<bool> = self.plan.order_by.iter().map(|k| k.descending).collect();
+    /// Every matching row, in ORDER BY order (then key order). With a LIMIT,
+    /// only the rows that can still be in it are kept between pages.
+    async fn sorted_rows(&mut self, scans: &mut [Scan]) -> Result<Vec<OutRow>, QueryError> {
+        let descending: Arc<[bool]> = self.plan.order_by.iter().map(|k| k.descending).collect();
         let keep = self
             .plan
             .limit
             .map(|l| self.plan.offset as usize + l as usize);
-        let order = |a: &OutRow, b: &OutRow| {
-            cmp_values(&a.sort, &b.sort, &descending).then_with(|| a.key.cmp(&b.key))
-        };
         let mut buffer: Vec<OutRow> = Vec::new();
         loop {
             let pending: Vec<usize> = (0..scans.len()).filter(|&i| !scans[i].done).collect();
@@ -630,38 +721,47 @@ impl<'a> Run<'a> {
                 break;
             }
             for (_, page) in self.fetch(scans, &pending).await? {
+                self.hold(page.rows.iter().map(out_row_bytes).sum())?;
                 buffer.extend(page.rows);
             }
             if buffer.len() > self.budgets.max_order_buffer {
                 match keep {
                     Some(keep) if keep <= self.budgets.max_order_buffer / 2 => {
-                        buffer.sort_by(order);
-                        buffer.truncate(keep);
+                        let before: usize = buffer.iter().map(out_row_bytes).sum();
+                        let order = descending.clone();
+                        buffer = self
+                            .off_worker(move || {
+                                sort_rows(&mut buffer, &order);
+                                buffer.truncate(keep);
+                                Ok(buffer)
+                            })
+                            .await?;
+                        self.release(before - buffer.iter().map(out_row_bytes).sum::<usize>());
                     }
                     _ => return Err(self.order_buffer_error()),
                 }
             }
         }
-        buffer.sort_by(order);
-        Ok(buffer.into_iter().map(|r| r.values).collect())
+        self.off_worker(move || {
+            sort_rows(&mut buffer, &descending);
+            Ok(buffer)
+        })
+        .await
     }
 
-    /// Run `work` where plugin calls are allowed: on a plugin thread when
-    /// the plan calls plugins, inline otherwise (pure built-in work).
+    /// Run `work` (sorting, merging or finishing a query's rows, which may
+    /// call plugins) on a query thread, never on a tokio worker.
     async fn off_worker<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> Result<T, QueryError> + Send + 'static,
     ) -> Result<T, QueryError> {
-        if !self.plugins {
-            return work();
-        }
         self.node
             .inner
             .plugins
             .runtime()
             .run_blocking(work)
             .await
-            .map_err(|e| QueryError::InvalidRequest(format!("query task failed: {e}")))?
+            .map_err(|e| QueryError::Internal(format!("query task failed: {e}")))?
     }
 
     async fn aggregate_rows(&mut self, scans: &mut [Scan]) -> Result<Vec<Vec<Value>>, QueryError> {
@@ -711,20 +811,17 @@ impl<'a> Run<'a> {
                 let (plan, pages) = (self.plan.clone(), std::mem::take(&mut due));
                 let mut groups = merged.take().expect("no merge running");
                 let merge = move || {
+                    let mut added = 0;
                     for page in pages {
-                        merge_groups(&plan, &mut groups, page)?;
+                        added += merge_groups(&plan, &mut groups, page)?;
                     }
-                    Ok::<_, QueryError>(groups)
+                    Ok::<_, QueryError>((groups, added))
                 };
-                merging = Some(if self.plugins {
-                    let runtime = self.node.inner.plugins.runtime().clone();
+                let runtime = self.node.inner.plugins.runtime().clone();
+                merging = Some(
                     async move { runtime.run_blocking(merge).await.map_err(|e| e.to_string()) }
-                        .boxed()
-                } else {
-                    tokio::task::spawn_blocking(merge)
-                        .map(|done| done.map_err(|e| e.to_string()))
-                        .boxed()
-                });
+                        .boxed(),
+                );
             }
             tokio::select! {
                 Some(done) = in_flight.next(), if !in_flight.is_empty() => {
@@ -738,8 +835,9 @@ impl<'a> Run<'a> {
                 }
                 result = async { merging.as_mut().expect("checked").await }, if merging.is_some() => {
                     merging = None;
-                    let groups = result
-                        .map_err(|e| QueryError::InvalidRequest(format!("query task failed: {e}")))??;
+                    let (groups, added) = result
+                        .map_err(|e| QueryError::Internal(format!("query task failed: {e}")))??;
+                    self.hold(added)?;
                     if groups.len() > self.budgets.max_groups {
                         return Err(QueryError::Budget {
                             budget: "max_groups",
@@ -758,7 +856,16 @@ impl<'a> Run<'a> {
         let groups = merged.expect("every merge finished");
         debug_assert!(order.is_drained(), "every page merged");
         let plan = self.plan.clone();
-        self.off_worker(move || finish_groups(&plan, groups)).await
+        let room = self.budgets.max_query_bytes.saturating_sub(self.held);
+        let max_query_bytes = self.budgets.max_query_bytes;
+        self.off_worker(move || {
+            let mut meter = Meter::new(room);
+            finish_groups(&plan, groups, &mut meter).map_err(|e| match e {
+                EvalError::OverBudget(_) => query_bytes_error(max_query_bytes),
+                EvalError::Function(f) => QueryError::Function(f),
+            })
+        })
+        .await
     }
 }
 
@@ -769,8 +876,10 @@ fn aggregates_of(plan: &Plan) -> &[ebb_query::AggregateCall] {
     }
 }
 
-/// Merge one page's partial states into `groups`.
-fn merge_groups(plan: &Plan, groups: &mut Groups, page: Groups) -> Result<(), QueryError> {
+/// Merge one page's partial states into `groups`; answers the bytes of the
+/// group keys it added.
+fn merge_groups(plan: &Plan, groups: &mut Groups, page: Groups) -> Result<usize, QueryError> {
+    let mut added = 0;
     let aggregates = aggregates_of(plan);
     for (key, states) in page {
         match groups.remove(&key) {
@@ -784,15 +893,21 @@ fn merge_groups(plan: &Plan, groups: &mut Groups, page: Groups) -> Result<(), Qu
                 groups.insert(key, merged);
             }
             None => {
+                added += values_bytes(&key);
                 groups.insert(key, states);
             }
         }
     }
-    Ok(())
+    Ok(added)
 }
 
-/// Finish every group, apply HAVING, project and order the result rows.
-fn finish_groups(plan: &Plan, mut groups: Groups) -> Result<Vec<Vec<Value>>, QueryError> {
+/// Finish every group, apply HAVING, project and order the result rows,
+/// charging the values built to `meter`.
+fn finish_groups(
+    plan: &Plan,
+    mut groups: Groups,
+    meter: &mut Meter,
+) -> Result<Vec<Vec<Value>>, EvalError> {
     let Shape::Aggregate {
         group_by,
         aggregates,
@@ -828,7 +943,7 @@ fn finish_groups(plan: &Plan, mut groups: Groups) -> Result<Vec<Vec<Value>>, Que
         .collect();
     let keep: Vec<bool> = match having {
         None => vec![true; group_rows.len()],
-        Some(h) => eval_batch(h, &group_rows)?
+        Some(h) => eval_batch(h, &group_rows, meter)?
             .into_iter()
             .map(|v| v.truth() == Some(true))
             .collect(),
@@ -841,12 +956,12 @@ fn finish_groups(plan: &Plan, mut groups: Groups) -> Result<Vec<Vec<Value>>, Que
         .collect();
     let columns: Vec<Vec<Value>> = projection
         .iter()
-        .map(|e| eval_batch(e, &kept))
+        .map(|e| eval_batch(e, &kept, meter))
         .collect::<Result<_, _>>()?;
     let sorts: Vec<Vec<Value>> = plan
         .order_by
         .iter()
-        .map(|k| eval_batch(&k.expr, &kept))
+        .map(|k| eval_batch(&k.expr, &kept, meter))
         .collect::<Result<_, _>>()?;
     let mut rows: Vec<(Vec<Value>, Vec<Value>)> = (0..kept.len())
         .map(|i| {
@@ -859,6 +974,59 @@ fn finish_groups(plan: &Plan, mut groups: Groups) -> Result<Vec<Vec<Value>>, Que
     let descending: Vec<bool> = plan.order_by.iter().map(|k| k.descending).collect();
     rows.sort_by(|a, b| cmp_values(&a.1, &b.1, &descending));
     Ok(rows.into_iter().map(|(values, _)| values).collect())
+}
+
+/// Whether continuations of `plan` can resume by key exactly: row queries
+/// in key order (no ORDER BY, or the key first, ascending or descending;
+/// keys are unique, so later sort keys never decide).
+fn key_ordered(plan: &Plan) -> bool {
+    matches!(plan.shape, Shape::Rows { .. })
+        && plan
+            .order_by
+            .first()
+            .is_none_or(|k| matches!(k.expr, Expr::Column(Column::Key)))
+}
+
+/// Memory a held value costs: its slot and its text or blob bytes.
+fn value_bytes(value: &Value) -> usize {
+    std::mem::size_of::<Value>() + ebb_query::meter::heap_bytes(value)
+}
+
+fn values_bytes(values: &[Value]) -> usize {
+    values.iter().map(value_bytes).sum()
+}
+
+/// Memory a buffered row costs (its key is shared with the record).
+fn out_row_bytes(row: &OutRow) -> usize {
+    std::mem::size_of::<OutRow>() + values_bytes(&row.values) + values_bytes(&row.sort)
+}
+
+/// Order rows by their ORDER BY values, then by key.
+fn sort_rows(rows: &mut [OutRow], descending: &[bool]) {
+    rows.sort_by(|a, b| cmp_values(&a.sort, &b.sort, descending).then_with(|| a.key.cmp(&b.key)));
+}
+
+fn page_error(error: EvalError) -> QueryError {
+    match error {
+        EvalError::Function(f) => QueryError::Function(f),
+        EvalError::OverBudget(OverBudget { limit, .. }) => QueryError::Budget {
+            budget: "max_page_bytes",
+            limit: limit as u64,
+            message: format!(
+                "one page of the query would build more than {limit} bytes of values (max_page_bytes); select smaller values, add a LIMIT, or raise --max-page-bytes"
+            ),
+        },
+    }
+}
+
+fn query_bytes_error(limit: usize) -> QueryError {
+    QueryError::Budget {
+        budget: "max_query_bytes",
+        limit: limit as u64,
+        message: format!(
+            "the query would hold more than {limit} bytes of parameters, rows and groups (max_query_bytes); add a LIMIT, select fewer or smaller columns, or raise --max-query-bytes"
+        ),
+    }
 }
 
 impl cursor::InvalidCursor {

@@ -59,6 +59,9 @@ impl From<QueryError> for ApiError {
             }
             QueryError::Function(_) => ApiError::invalid_request(message),
             QueryError::Node(e) => ApiError::from(e),
+            QueryError::Internal(_) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+            }
         }
     }
 }

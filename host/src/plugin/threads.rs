@@ -1,6 +1,11 @@
-//! The threads that run query work calling plugins: a fixed set fed from
-//! one queue, so the sandbox never runs on a tokio worker and never on more
+//! The query threads: a fixed set fed from one queue that runs every page
+//! of every query (and its merges and sorts, which may call plugins), so
+//! neither scans nor the sandbox run on a tokio worker, and never on more
 //! threads than [`PluginLimits::threads`](super::PluginLimits::threads).
+//!
+//! They run at a lower OS priority ([`QUERY_NICE`]) than the tokio workers
+//! that accept and answer requests: while a heavy query runs, a point read
+//! still gets a core when it needs one, and the query takes what is left.
 //!
 //! A fixed set rather than a semaphore in front of tokio's blocking pool:
 //! a thread that finishes a job takes the next one straight from the queue,
@@ -13,6 +18,35 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 
 type Job = Box<dyn FnOnce() + Send>;
+
+/// How much nicer the query threads are than the process (Linux nice
+/// values; 19 is the lowest priority). At +10 a busy query thread gets about
+/// a tenth of the CPU time a request thread wants when both want the same
+/// core, so requests are served first and queries still progress under
+/// request load.
+pub const QUERY_NICE: i32 = 10;
+
+/// Lower the calling thread's priority by [`QUERY_NICE`] (to 19 at most).
+/// Best effort: on failure (or off Linux) the thread keeps the process's.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid, getpriority and setpriority only read their
+        // arguments; on Linux PRIO_PROCESS with a thread id names that one
+        // thread.
+        let done = unsafe {
+            let tid = libc::gettid() as libc::id_t;
+            let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+            libc::setpriority(libc::PRIO_PROCESS, tid, (now + QUERY_NICE).min(19))
+        };
+        if done != 0 {
+            tracing::debug!(
+                "cannot lower the query thread's priority: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
 
 /// The work did not finish: it panicked (the thread survives and goes on
 /// with the next job), or the threads had stopped.
@@ -34,8 +68,9 @@ impl PluginThreads {
         for n in 0..count.max(1) {
             let jobs = jobs.clone();
             thread::Builder::new()
-                .name(format!("ebb-plugin-{n}"))
+                .name(format!("ebb-query-{n}"))
                 .spawn(move || {
+                    lower_priority();
                     loop {
                         // The lock is held only while waiting for a job.
                         let job = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv();
@@ -128,7 +163,7 @@ mod tests {
         }
         assert_eq!(most.load(Ordering::SeqCst), 2);
         assert!(
-            names.iter().all(|n| n.starts_with("ebb-plugin-")),
+            names.iter().all(|n| n.starts_with("ebb-query-")),
             "{names:?}"
         );
         assert!(names.len() <= 2, "{names:?}");
@@ -140,5 +175,18 @@ mod tests {
         let failed = threads.run(|| -> u32 { panic!("boom") }).await;
         assert_eq!(failed, Err(WorkFailed));
         assert_eq!(threads.run(|| 7).await, Ok(7));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn query_threads_run_below_the_priority_of_request_threads() {
+        let niceness = || {
+            // SAFETY: getpriority only reads its arguments.
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+        };
+        let threads = PluginThreads::start(1).unwrap();
+        let query = threads.run(niceness).await.unwrap();
+        assert_eq!(query, (niceness() + QUERY_NICE).min(19));
+        assert!(query > niceness(), "query {query}, request {}", niceness());
     }
 }
