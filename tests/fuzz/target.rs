@@ -199,7 +199,6 @@ pub struct Target {
     /// Cases answered.
     pub exchanges: u64,
     bin: PathBuf,
-    _bin_dir: tempfile::TempDir,
 }
 
 fn agent() -> ureq::Agent {
@@ -211,27 +210,43 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-/// A copy of the `ebb` binary in a private directory.
-fn private_binary() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("temp dir for the binary");
-    let path = dir.path().join("ebb");
-    std::fs::copy(crate::common::ebb_bin(), &path).expect("copy the ebb binary");
-    (dir, path)
+/// A copy of the `ebb` binary in a private directory, made once per test
+/// process before any server is spawned (a copy still open for writing in
+/// a child forked by another test cannot be executed: `ETXTBSY`).
+fn private_binary() -> PathBuf {
+    static COPY: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir for the binary");
+        let path = dir.path().join("ebb");
+        std::fs::copy(crate::common::ebb_bin(), &path).expect("copy the ebb binary");
+        (dir, path)
+    })
+    .1
+    .clone()
 }
 
 fn spawn(bin: &Path, data_dir: &Path, log: &Path, extra: &[String]) -> (Child, String) {
     let log_file = File::create(log).expect("create the server log");
-    let mut child = Command::new(bin)
-        .args(["serve", "--listen", "127.0.0.1:0", "--fragments", "4"])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .env("RUST_BACKTRACE", "1")
-        .stdout(Stdio::piped())
-        .stderr(log_file)
-        .spawn()
-        .expect("start ebb serve");
+    let mut tries = 0;
+    let mut child = loop {
+        let spawned = Command::new(bin)
+            .args(["serve", "--listen", "127.0.0.1:0", "--fragments", "4"])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .env("RUST_BACKTRACE", "1")
+            .stdout(Stdio::piped())
+            .stderr(log_file.try_clone().expect("server log"))
+            .spawn();
+        match spawned {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other.expect("start ebb serve"),
+        }
+    };
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).expect("read the listen line");
@@ -247,7 +262,7 @@ fn spawn(bin: &Path, data_dir: &Path, log: &Path, extra: &[String]) -> (Child, S
 impl Target {
     /// Start a server with `extra` arguments; `seed_data` writes its data.
     pub fn start(extra: &[&str], seed_data: fn(&mut Target)) -> Target {
-        let (bin_dir, bin) = private_binary();
+        let bin = private_binary();
         let data_dir = tempfile::tempdir().expect("data dir");
         let log_path = data_dir.path().with_extension("log");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
@@ -264,7 +279,6 @@ impl Target {
             starts: 1,
             exchanges: 0,
             bin,
-            _bin_dir: bin_dir,
         };
         seed_data(&mut target);
         target
