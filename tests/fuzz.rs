@@ -438,6 +438,10 @@ fn plugin_responses_of_any_shape_fail_as_plugin_error_never_a_5xx() {
                 return Ok(());
             }
             check_sql_answer(&request, &reply)?;
+            // A parameter over the 1 MiB limit is refused before any call.
+            if reply.status == 413 && framed.len() > 1 << 20 {
+                return Ok(());
+            }
             if !matches!(reply.status, 200 | 422)
                 || (reply.status == 422 && reply.code().as_deref() != Some("plugin_error"))
             {

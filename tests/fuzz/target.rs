@@ -344,7 +344,11 @@ impl Target {
     /// on a new connection.
     pub fn send(&mut self, request: &Request) -> Result<Reply, String> {
         match self.send_once(request) {
-            Err(e) if e.contains("Peer disconnected") || e.contains("onnection reset") => {
+            Err(e)
+                if e.contains("Peer disconnected")
+                    || e.contains("onnection reset")
+                    || e.contains("Broken pipe") =>
+            {
                 self.agent = agent();
                 self.send_once(request)
             }
