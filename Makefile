@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run example test bench bench-sql bench-plugins bench-expiry bench-http bench-isolation build plugins lint fmt prereqs clean-data
+.PHONY: run example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-isolation build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -42,6 +42,17 @@ example: prereqs
 test: prereqs plugins
 	$(CARGO) test $(PROFILE) --workspace --all-targets
 	$(CARGO) test $(PROFILE) --workspace --doc
+
+# A longer fuzz run than `make test`: every fuzz test repeats rounds of
+# cases for FUZZ_SECONDS (default 600) each, all at once, then the plugin
+# decoders' properties run FUZZ_LIB_CASES cases each. See docs/testing.md.
+FUZZ_SECONDS ?= 600
+FUZZ_LIB_CASES ?= 200000
+fuzz-soak: prereqs plugins
+	@echo "fuzz soak: $(FUZZ_SECONDS) s per fuzz test at $$(git rev-parse --short HEAD)"
+	EBB_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test $(PROFILE) -p ebb-host --test fuzz -- --nocapture --test-threads 8
+	EBB_FUZZ_LIB_CASES=$(FUZZ_LIB_CASES) $(CARGO) test $(PROFILE) -p ebb-host --lib -- --nocapture ::fuzz::
+	@echo "fuzz soak: clean after $(FUZZ_SECONDS) s per fuzz test and $(FUZZ_LIB_CASES) cases per decoder property at $$(git rev-parse --short HEAD)"
 
 bench: prereqs
 	$(CARGO) bench -p ebb-host --bench kv

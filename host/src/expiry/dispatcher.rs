@@ -518,35 +518,56 @@ async fn call_and_apply(
         .await
         .map_err(|e| format!("handler task failed: {e}"))?
         .map_err(|e| e.to_string())?;
+    let handler = format!("{}.{}", binding.plugin, binding.function);
+    let (actions, failed) = handler_outcome(
+        response,
+        &handler,
+        count,
+        ctx.config.max_actions_per_event,
+        ctx.max_value_bytes,
+    )?;
+    apply(ctx, actions).await?;
+    Ok(failed)
+}
+
+/// What a handler answered for a batch of `count` events, validated: the
+/// actions to apply and the indexes of the events to retry. Anything out
+/// of range (an index past the batch, too many actions, a bad table, key,
+/// value or TTL) fails the whole call.
+fn handler_outcome(
+    response: abi::CallResponse,
+    handler: &str,
+    count: usize,
+    max_actions_per_event: usize,
+    max_value_bytes: usize,
+) -> Result<(Vec<(TableName, BatchOp)>, Vec<u32>), String> {
     let Some(abi::call_response::Result::Expiry(result)) = response.result else {
-        return Err(Failure::Handler(format!(
-            "handler {}.{} returned something other than an expiry result",
-            binding.plugin, binding.function
-        )));
+        return Err(format!(
+            "handler {handler} returned something other than an expiry result"
+        ));
     };
     if let Some(bad) = result.failed.iter().find(|&&i| i as usize >= count) {
-        return Err(Failure::Handler(format!(
+        return Err(format!(
             "handler listed failed event {bad}, but the batch has {count} events"
-        )));
+        ));
     }
-    let limit = count * ctx.config.max_actions_per_event;
+    let limit = count * max_actions_per_event;
     if result.actions.len() > limit {
-        return Err(Failure::Handler(format!(
+        return Err(format!(
             "handler returned {} actions for {count} events; the limit is {} per event",
             result.actions.len(),
-            ctx.config.max_actions_per_event
-        )));
+            max_actions_per_event
+        ));
     }
     let actions = result
         .actions
         .into_iter()
         .enumerate()
         .map(|(index, action)| {
-            to_op(action, ctx.max_value_bytes).map_err(|reason| format!("action {index}: {reason}"))
+            to_op(action, max_value_bytes).map_err(|reason| format!("action {index}: {reason}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    apply(ctx, actions).await?;
-    Ok(result.failed)
+    Ok((actions, result.failed))
 }
 
 /// A validated action.
@@ -813,5 +834,49 @@ mod tests {
             .iter()
             .map(|slot| outbox_seq(&slot.event.key).unwrap())
             .collect()
+    }
+
+    /// Whatever a handler answers is validated actions or an error for
+    /// the whole call, never a panic or an action out of bounds.
+    mod fuzz {
+        use ebb_proto::Message;
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::plugin::fuzz::{config, response_bytes};
+
+        const MAX_ACTIONS: usize = 16;
+        const MAX_VALUE: usize = 1024;
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn any_handler_answer_is_validated_actions_or_an_error(
+                bytes in response_bytes(),
+                count in 1usize..20,
+            ) {
+                let Ok(response) = abi::CallResponse::decode(bytes.as_slice()) else {
+                    return Ok(());
+                };
+                match handler_outcome(response, "p.h", count, MAX_ACTIONS, MAX_VALUE) {
+                    Ok((actions, failed)) => {
+                        prop_assert!(failed.iter().all(|&i| (i as usize) < count));
+                        prop_assert!(actions.len() <= count * MAX_ACTIONS);
+                        for (_, op) in &actions {
+                            match op {
+                                BatchOp::Put { key, value, expiry } => {
+                                    prop_assert!(validate_key(key).is_ok());
+                                    prop_assert!(value.len() <= MAX_VALUE);
+                                    prop_assert!(expiry.resolve(now_ms()).is_ok());
+                                }
+                                BatchOp::Delete { key } => prop_assert!(validate_key(key).is_ok()),
+                            }
+                        }
+                    }
+                    Err(message) => prop_assert!(!message.is_empty()),
+                }
+            }
+        }
     }
 }

@@ -3,6 +3,8 @@
 
 pub mod encode;
 pub mod error;
+#[cfg(test)]
+pub(crate) mod fuzz;
 pub mod registry;
 pub mod runtime;
 pub mod sql;

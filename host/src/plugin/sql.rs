@@ -451,4 +451,81 @@ mod tests {
             Err(CallCause::Guest("no".into()))
         );
     }
+
+    /// Any bytes a plugin answers are read as values or refused with a
+    /// typed cause, never a panic; what the hand-written reader accepts,
+    /// prost reads the same.
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::plugin::fuzz::{config, response_bytes};
+
+        fn check_scalar(bytes: &[u8], n: usize) -> Result<(), TestCaseError> {
+            let by_prost = abi::CallResponse::decode(bytes);
+            match scalar_values(bytes, n) {
+                Ok(values) => {
+                    prop_assert_eq!(values.len(), n);
+                    let Ok(abi::CallResponse {
+                        result: Some(abi::call_response::Result::Scalar(result)),
+                    }) = by_prost
+                    else {
+                        return Err(TestCaseError::fail(format!(
+                            "read as {values:?}, but prost reads {by_prost:?}"
+                        )));
+                    };
+                    let expected: Vec<String> = result
+                        .values
+                        .iter()
+                        .map(|v| format!("{:?}", from_proto(v)))
+                        .collect();
+                    let got: Vec<String> = values
+                        .iter()
+                        .map(|v| format!("{:?}", Ok::<_, String>(v)))
+                        .collect();
+                    prop_assert_eq!(got, expected);
+                }
+                Err(CallCause::Guest(message)) => {
+                    let guest_error = matches!(
+                        by_prost,
+                        Ok(abi::CallResponse { result: Some(abi::call_response::Result::Error(m)) }) if m == message
+                    );
+                    prop_assert!(guest_error, "a guest error prost does not read: {message}");
+                }
+                Err(CallCause::Malformed(_)) => {}
+                Err(other) => prop_assert!(false, "an unexpected cause: {other:?}"),
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn any_scalar_answer_is_n_values_or_a_malformed_or_guest_error(
+                bytes in response_bytes(),
+                n in 0usize..6,
+            ) {
+                check_scalar(&bytes, n)?;
+            }
+
+            #[test]
+            fn any_aggregate_answer_is_a_state_a_value_or_a_typed_error(bytes in response_bytes()) {
+                match crate::plugin::registry::response(&bytes) {
+                    Ok(response) => match response.result {
+                        Some(abi::call_response::Result::Value(value)) => {
+                            let read = from_proto(&value);
+                            prop_assert_eq!(read.is_err(), value.kind.is_none());
+                        }
+                        Some(abi::call_response::Result::Error(_)) | None => {
+                            prop_assert!(false, "an error or empty response read as a result");
+                        }
+                        Some(_) => {}
+                    },
+                    Err(CallCause::Guest(_) | CallCause::Malformed(_)) => {}
+                    Err(other) => prop_assert!(false, "an unexpected cause: {other:?}"),
+                }
+            }
+        }
+    }
 }
