@@ -42,9 +42,9 @@ pub mod known {
     /// Deepest nesting generated (`((...))`, `NOT NOT ...`, `lower(lower(...))`).
     /// Same bug, same flip (40_000). `EBB_FUZZ_MAX_NESTING` overrides it.
     pub const MAX_NESTING: usize = 3_000;
-    /// Largest parameter concatenated (`? || ? || ? || ?`): four 1 MB
-    /// parameters pin gigabytes today. Set to 1 << 20 once fixed.
-    pub const MAX_CONCAT_PARAM_BYTES: usize = 64 * 1024;
+    /// Largest parameter concatenated (`? || ? || ? || ?`): the per-page
+    /// and per-query byte budgets bound what such queries build.
+    pub const MAX_CONCAT_PARAM_BYTES: usize = 1 << 20;
     /// `GET /v1/tables/{t}/keys/{k}?bogus=1` answers 200 today; set to
     /// true once unknown query parameters are refused there too.
     pub const GET_REFUSES_UNKNOWN_PARAMS: bool = false;

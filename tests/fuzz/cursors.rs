@@ -151,9 +151,10 @@ fn forged() -> impl Strategy<Value = pb::Cursor> {
             0..6,
         ),
         any::<u64>(),
+        resume(),
     )
         .prop_map(
-            |(sql, params, page_size, relaxed, partitions, emitted)| pb::Cursor {
+            |(sql, params, page_size, relaxed, partitions, emitted, last_key)| pb::Cursor {
                 format: 1,
                 sql,
                 params,
@@ -172,6 +173,7 @@ fn forged() -> impl Strategy<Value = pb::Cursor> {
                     })
                     .collect(),
                 emitted,
+                last_key,
             },
         )
 }
