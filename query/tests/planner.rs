@@ -163,6 +163,7 @@ fn every_limit_is_enforced_by_name() {
         max_offset: 10,
         max_params: 2,
         max_depth: 20,
+        max_expr_depth: 20,
     };
     let run = |sql: &str, params: &[Value]| plan(sql, params, &Builtins, &small).unwrap_err();
     let limit_of = |e: PlanError| match e {
@@ -208,6 +209,8 @@ fn every_limit_is_enforced_by_name() {
     );
     let many = format!("SELECT key FROM t WHERE {}", ["key = 'a'"; 8].join(" OR "));
     assert_eq!(limit_of(run(&many, &[])), "max_expr_nodes");
+    let chain = format!("SELECT 1{} FROM t", " + 1".repeat(19));
+    assert_eq!(limit_of(run(&chain, &[])), "max_expr_depth");
     let deep = format!("SELECT {}1{} FROM t", "(".repeat(40), ")".repeat(40));
     assert!(matches!(
         run(&deep, &[]),
