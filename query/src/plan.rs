@@ -975,6 +975,10 @@ impl Planner<'_> {
                 left: sub(self, left)?,
                 right: sub(self, right)?,
             },
+            ast::Expr::UnaryOp {
+                op: ast::UnaryOperator::Minus,
+                expr: operand,
+            } if is_two_to_the_63(operand) => Expr::Literal(Value::Int(i64::MIN)),
             ast::Expr::UnaryOp { op, expr } => Expr::Unary {
                 op: unary_op(op)?,
                 expr: sub(self, expr)?,
@@ -1275,6 +1279,17 @@ impl Planner<'_> {
             args,
         })
     }
+}
+
+/// Whether `expr` is the integer literal 9223372036854775808, maybe in
+/// parentheses: negated, it is `i64::MIN`, an integer as in SQLite, though
+/// alone it does not fit an `i64` and is a float.
+fn is_two_to_the_63(mut expr: &ast::Expr) -> bool {
+    while let ast::Expr::Nested(inner) = expr {
+        expr = inner;
+    }
+    matches!(expr, ast::Expr::Value(v)
+        if matches!(&v.value, ast::Value::Number(n, _) if n.parse::<u64>() == Ok(1 << 63)))
 }
 
 #[inline(never)]

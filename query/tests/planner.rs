@@ -259,3 +259,37 @@ fn a_plan_knows_whether_it_reads_values() {
         assert!(!ok(sql).reads_value(), "{sql}");
     }
 }
+
+#[test]
+fn the_smallest_integer_literal_is_an_integer_as_in_sqlite() {
+    struct NoRow;
+    impl ebb_query::RowSource for NoRow {
+        fn column(&self, _: ebb_query::Column) -> Value {
+            Value::Null
+        }
+    }
+    let p = ok(
+        "SELECT -9223372036854775808, - 9223372036854775808, -((9223372036854775808)), \
+         9223372036854775808, -(-9223372036854775808), -9223372036854775809, 9223372036854775807 FROM t",
+    );
+    let Shape::Rows { projection } = &p.shape else {
+        panic!("a row query")
+    };
+    let values: Vec<Value> = projection
+        .iter()
+        .map(|e| ebb_query::eval_one(e, NoRow).unwrap())
+        .collect();
+    let two_63 = 9_223_372_036_854_775_808.0;
+    assert_eq!(
+        values,
+        [
+            Value::Int(i64::MIN),
+            Value::Int(i64::MIN),
+            Value::Int(i64::MIN),
+            Value::Float(two_63),
+            Value::Float(two_63),
+            Value::Float(-two_63),
+            Value::Int(i64::MAX),
+        ]
+    );
+}
