@@ -41,6 +41,32 @@ fn value_strategy() -> impl Strategy<Value = Vec<u8>> {
         prop::collection::vec(any::<u8>(), 0..12),
         Just(Vec::new()),
         "[a-zA-Z ]{1,10}".prop_map(String::into_bytes),
+        extreme_value().prop_map(String::into_bytes),
+        extreme_value().prop_map(String::into_bytes),
+    ]
+}
+
+/// Values at the edges of SQLite's numbers: read by CAST and summed, they
+/// overflow integer sums and reach the float range's ends.
+fn extreme_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "9223372036854775807",
+            "9223372036854775806",
+            "-9223372036854775808",
+            "-9223372036854775807",
+            "9223372036854775808",
+            "-1",
+            "-0.0",
+            "1.5",
+            " 12 ",
+            "+7",
+            "1e3",
+            "12ab",
+        ])
+        .prop_map(String::from),
+        Just("7".repeat(3000)),
+        any::<i64>().prop_map(|n| n.to_string()),
     ]
 }
 
@@ -65,12 +91,34 @@ struct Query {
     ebb: String,
     sqlite: String,
     params: Vec<Param>,
+    sums: Option<SumCheck>,
+}
+
+/// How to tell the one documented difference of SUM (docs/sql.md) from a
+/// bug. SQLite sums in scan order and fails with "integer overflow" when a
+/// prefix of its scan overflows; ebb sums partitions and fails only when a
+/// total does not fit an i64. When SQLite fails and ebb does not, every total
+/// must fit, ebb's SUM columns must be those exact totals, and every other
+/// column must match SQLite's answer with each `sum(` read as `total(`.
+#[derive(Debug, Clone)]
+struct SumCheck {
+    /// SQLite query (same parameters) returning (group, integer input) for
+    /// every input of the SUMs: when SQLite's SUM fails, all its inputs were
+    /// integers.
+    inputs: String,
+    /// Output column holding the group, if grouped.
+    group_column: Option<usize>,
+    /// Output columns holding SUMs over `inputs`.
+    sum_columns: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
 enum Param {
+    Null,
     Int(i64),
+    Real(f64),
     Text(String),
+    Blob(Vec<u8>),
 }
 
 fn q(ebb: &str, sqlite: &str, params: Vec<Param>) -> Query {
@@ -78,14 +126,135 @@ fn q(ebb: &str, sqlite: &str, params: Vec<Param>) -> Query {
         ebb: ebb.into(),
         sqlite: sqlite.into(),
         params,
+        sums: None,
     }
+}
+
+fn with_sums(
+    mut query: Query,
+    inputs: &str,
+    group_column: Option<usize>,
+    sum_columns: &[usize],
+) -> Query {
+    query.sums = Some(SumCheck {
+        inputs: inputs.into(),
+        group_column,
+        sum_columns: sum_columns.to_vec(),
+    });
+    query
+}
+
+/// An operand at the edges: a literal written into the SQL, or a parameter.
+#[derive(Debug, Clone)]
+enum Operand {
+    Literal(&'static str),
+    Param(Param),
+}
+
+fn operand_strategy() -> impl Strategy<Value = Operand> {
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            "-9223372036854775808",
+            "-9223372036854775807",
+            "9223372036854775807",
+            "9223372036854775806",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "-(9223372036854775808)",
+            "0",
+            "-1",
+            "1",
+            "2",
+            "-0.0",
+            "0.0",
+            "1.5",
+            "1e308",
+            "-1e308",
+            "''",
+            "' 12 '",
+            "'1e3'",
+            "'12ab'",
+            "'-9223372036854775808'",
+            "'9223372036854775808'",
+            "X''",
+            "X'00'",
+            "X'3132'",
+            "NULL",
+        ])
+        .prop_map(Operand::Literal),
+        1 => prop_oneof![
+            Just(Param::Int(i64::MIN)),
+            Just(Param::Int(i64::MAX)),
+            Just(Param::Int(i64::MIN + 1)),
+            Just(Param::Real(-0.0)),
+            Just(Param::Real(f64::MAX)),
+            Just(Param::Real(f64::MIN_POSITIVE)),
+            Just(Param::Null),
+            Just(Param::Text(String::new())),
+            Just(Param::Text("x".repeat(20_000))),
+            Just(Param::Blob(Vec::new())),
+            Just(Param::Blob(vec![0xff; 5000])),
+            Just(Param::Blob(b"12".to_vec())),
+        ]
+        .prop_map(Operand::Param),
+    ]
+}
+
+/// Every operator and function over two edge operands `a` and `b`.
+fn edge_query(a: Operand, b: Operand) -> Query {
+    let mut params = Vec::new();
+    let mut text = |operand: Operand| match operand {
+        Operand::Literal(literal) => literal.to_string(),
+        Operand::Param(param) => {
+            params.push(param);
+            format!("$${}", params.len())
+        }
+    };
+    let (a, b) = (text(a), text(b));
+    let exprs = [
+        "{a} + {b}",
+        "{a} - {b}",
+        "{a} * {b}",
+        "{a} / {b}",
+        "{a} % {b}",
+        "-({a})",
+        "- {a}",
+        "{a} * {a} - {b} * {b}",
+        "{a} || {b}",
+        "{a} = {b}",
+        "{a} < {b}",
+        "{a} >= {b}",
+        "{a} BETWEEN {b} AND {a}",
+        "{a} IN ({b}, 0)",
+        "{a} LIKE {b}",
+        "NOT {a}",
+        "{a} IS NULL",
+        "CAST({a} AS INTEGER)",
+        "CAST({a} AS REAL)",
+        "CAST({a} AS TEXT)",
+        "CAST({a} AS BLOB)",
+        "length({a})",
+        "lower({b})",
+        "upper({a})",
+        "substr({a}, 2, 3)",
+        "substr({b}, -2)",
+        "coalesce(NULL, {a}, {b})",
+    ];
+    let list = exprs
+        .iter()
+        .map(|e| e.replace("{a}", &a).replace("{b}", &b))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // ebb numbers parameters $1, SQLite ?1: `$$` marks where they go.
+    let sql = format!("SELECT {list} FROM t ORDER BY key LIMIT 1");
+    q(&sql.replace("$$", "$"), &sql.replace("$$", "?"), params)
 }
 
 fn same(sql: &str, params: Vec<Param>) -> Query {
     q(sql, sql, params)
 }
 
-fn query_strategy() -> impl Strategy<Value = Query> {
+fn table_query_strategy() -> impl Strategy<Value = Query> {
     let text = || key_strategy().prop_map(Param::Text);
     let prefix =
         || prop::sample::select(vec!["user:", "user:1", "item:", "a", "b/", "é", "x", "u"]);
@@ -152,6 +321,48 @@ fn query_strategy() -> impl Strategy<Value = Query> {
     ]
 }
 
+fn query_strategy() -> impl Strategy<Value = Query> {
+    prop_oneof![
+        5 => table_query_strategy(),
+        2 => (operand_strategy(), operand_strategy()).prop_map(|(a, b)| edge_query(a, b)),
+        1 => sum_query_strategy(),
+    ]
+}
+
+/// Sums and averages that overflow an i64, over extreme values.
+fn sum_query_strategy() -> impl Strategy<Value = Query> {
+    let text = || key_strategy().prop_map(Param::Text);
+    prop_oneof![
+        text().prop_map(|a| with_sums(
+            same(
+                "SELECT count(*), sum(CAST(value AS INTEGER)), avg(CAST(value AS INTEGER)), min(CAST(value AS INTEGER)), max(CAST(value AS REAL)) FROM t WHERE key >= ?",
+                vec![a],
+            ),
+            "SELECT '', CAST(value AS INTEGER) FROM t WHERE key >= ?",
+            None,
+            &[1],
+        )),
+        text().prop_map(|a| with_sums(
+            same(
+                "SELECT sum(CAST(value AS TEXT)), avg(CAST(value AS TEXT)), count(*), sum(CAST(value AS REAL)), avg(CAST(value AS REAL)) FROM t WHERE key < ?",
+                vec![a],
+            ),
+            "SELECT '', CAST(CAST(value AS TEXT) AS INTEGER) FROM t WHERE key < ?",
+            None,
+            &[0],
+        )),
+        Just(with_sums(
+            same(
+                "SELECT substr(key, 1, 1) AS p, sum(CAST(value AS INTEGER)), count(*), avg(CAST(value AS INTEGER)) FROM t GROUP BY p ORDER BY p",
+                vec![],
+            ),
+            "SELECT substr(key, 1, 1), CAST(value AS INTEGER) FROM t",
+            Some(0),
+            &[1],
+        )),
+    ]
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Cell {
     Null,
@@ -184,9 +395,19 @@ fn from_sqlite(value: ValueRef<'_>) -> Cell {
 
 fn close(a: &Cell, b: &Cell) -> bool {
     match (a, b) {
-        (Cell::Real(x), Cell::Real(y)) => (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0),
+        (Cell::Real(x), Cell::Real(y)) => {
+            x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
+        }
         _ => a == b,
     }
+}
+
+fn rows_agree(ours: &[Vec<Cell>], theirs: &[Vec<Cell>]) -> bool {
+    ours.len() == theirs.len()
+        && ours
+            .iter()
+            .zip(theirs)
+            .all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| close(x, y)))
 }
 
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -248,19 +469,33 @@ async fn load(records: &[Record]) -> (Node, rusqlite::Connection) {
     (node, sqlite)
 }
 
-async fn ebb_rows(node: &Node, query: &Query) -> Vec<Vec<Cell>> {
-    let params = query
-        .params
-        .iter()
-        .map(|p| match p {
-            Param::Int(i) => Value::Int(*i),
-            Param::Text(t) => Value::text(t.as_str()),
-        })
-        .collect();
+fn ebb_value(param: &Param) -> Value {
+    match param {
+        Param::Null => Value::Null,
+        Param::Int(i) => Value::Int(*i),
+        Param::Real(f) => Value::Float(*f),
+        Param::Text(t) => Value::text(t.as_str()),
+        Param::Blob(b) => Value::Bytes(Bytes::from(b.clone())),
+    }
+}
+
+fn sqlite_value(param: &Param) -> rusqlite::types::Value {
+    use rusqlite::types::Value as V;
+    match param {
+        Param::Null => V::Null,
+        Param::Int(i) => V::Integer(*i),
+        Param::Real(f) => V::Real(*f),
+        Param::Text(t) => V::Text(t.clone()),
+        Param::Blob(b) => V::Blob(b.clone()),
+    }
+}
+
+/// ebb's rows, or its error message.
+async fn ebb_rows(node: &Node, query: &Query) -> Result<Vec<Vec<Cell>>, String> {
     // Small pages: the result is stitched together from several cursors.
     let first = QueryRequest {
         sql: Some(query.ebb.clone()),
-        params,
+        params: query.params.iter().map(ebb_value).collect(),
         page_size: Some(7),
         ..Default::default()
     };
@@ -280,7 +515,7 @@ async fn ebb_rows(node: &Node, query: &Query) -> Vec<Vec<Cell>> {
                 request = first.clone();
                 continue;
             }
-            Err(e) => panic!("{}: {e}", query.ebb),
+            Err(e) => return Err(e.to_string()),
         };
         rows.extend(
             output
@@ -295,32 +530,79 @@ async fn ebb_rows(node: &Node, query: &Query) -> Vec<Vec<Cell>> {
                     ..Default::default()
                 }
             }
-            None => return rows,
+            None => return Ok(rows),
         }
     }
 }
 
-fn sqlite_rows(sqlite: &rusqlite::Connection, query: &Query) -> Vec<Vec<Cell>> {
-    let mut statement = sqlite.prepare(&query.sqlite).unwrap();
+/// SQLite's rows for `sql`, or its error message.
+fn sqlite_rows(
+    sqlite: &rusqlite::Connection,
+    sql: &str,
+    params: &[Param],
+) -> Result<Vec<Vec<Cell>>, String> {
+    let mut statement = sqlite.prepare(sql).unwrap();
     let columns = statement.column_count();
-    let params: Vec<rusqlite::types::Value> = query
-        .params
-        .iter()
-        .map(|p| match p {
-            Param::Int(i) => rusqlite::types::Value::Integer(*i),
-            Param::Text(t) => rusqlite::types::Value::Text(t.clone()),
-        })
-        .collect();
-    let mut rows = statement.query(rusqlite::params_from_iter(params)).unwrap();
+    let params: Vec<rusqlite::types::Value> = params.iter().map(sqlite_value).collect();
+    let mut rows = statement
+        .query(rusqlite::params_from_iter(params))
+        .map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    while let Some(row) = rows.next().unwrap() {
+    while let Some(row) = rows.next().map_err(|e| e.to_string())? {
         out.push(
             (0..columns)
                 .map(|i| from_sqlite(row.get_ref(i).unwrap()))
                 .collect(),
         );
     }
-    out
+    Ok(out)
+}
+
+/// When SQLite's SUM failed and ebb's did not: the documented difference
+/// (see [`SumCheck`]), or a failure.
+fn check_sum_difference(
+    sqlite: &rusqlite::Connection,
+    query: &Query,
+    check: &SumCheck,
+    ours: &[Vec<Cell>],
+) {
+    let mut totals: std::collections::BTreeMap<String, i128> = Default::default();
+    for row in sqlite_rows(sqlite, &check.inputs, &query.params).unwrap() {
+        let group = format!("{:?}", row[0]);
+        let Cell::Int(input) = row[1] else {
+            panic!("{query:?}: a SUM input is not an integer: {row:?}")
+        };
+        *totals.entry(group).or_default() += i128::from(input);
+    }
+    assert!(
+        totals.values().all(|t| i64::try_from(*t).is_ok()),
+        "{query:?}: a total overflows, yet ebb answered {ours:?}"
+    );
+    let theirs = sqlite_rows(
+        sqlite,
+        &query.sqlite.replace("sum(", "total("),
+        &query.params,
+    )
+    .unwrap_or_else(|e| panic!("{query:?}: {e}"));
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "{query:?}\nebb: {ours:?}\nsqlite: {theirs:?}"
+    );
+    for (a, b) in ours.iter().zip(&theirs) {
+        let group = check.group_column.map_or_else(
+            || format!("{:?}", Cell::Text(String::new())),
+            |c| format!("{:?}", a[c]),
+        );
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            if check.sum_columns.contains(&i) {
+                let exact = totals.get(&group).copied().unwrap_or(0) as i64;
+                assert_eq!(*x, Cell::Int(exact), "{query:?}: column {i} of {a:?}");
+            } else {
+                assert!(close(x, y), "{query:?}\nebb: {a:?}\nsqlite (total): {b:?}");
+            }
+        }
+    }
 }
 
 proptest! {
@@ -332,10 +614,21 @@ proptest! {
             let (node, sqlite) = load(&records).await;
             for query in &queries {
                 let ours = ebb_rows(&node, query).await;
-                let theirs = sqlite_rows(&sqlite, query);
-                let agree = ours.len() == theirs.len()
-                    && ours.iter().zip(&theirs).all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| close(x, y)));
-                assert!(agree, "query {query:?}\nebb:    {ours:?}\nsqlite: {theirs:?}");
+                let theirs = sqlite_rows(&sqlite, &query.sqlite, &query.params);
+                match (&ours, &theirs) {
+                    (Ok(ours), Ok(theirs)) => assert!(
+                        rows_agree(ours, theirs),
+                        "query {query:?}\nebb:    {ours:?}\nsqlite: {theirs:?}"
+                    ),
+                    (Err(ours), Err(theirs)) => assert!(
+                        ours.contains("integer overflow") && theirs.contains("integer overflow"),
+                        "query {query:?}\nebb:    {ours}\nsqlite: {theirs}"
+                    ),
+                    (Ok(rows), Err(theirs)) if theirs.contains("integer overflow") && query.sums.is_some() => {
+                        check_sum_difference(&sqlite, query, query.sums.as_ref().unwrap(), rows)
+                    }
+                    _ => panic!("query {query:?}\nebb:    {ours:?}\nsqlite: {theirs:?}"),
+                }
             }
             node.shutdown().await.unwrap();
         });

@@ -261,6 +261,39 @@ fn every_sql_error_has_its_status_and_code() {
     assert_eq!(server.stop(), 0);
 }
 
+#[test]
+fn an_expression_chain_too_deep_is_refused_by_name_and_the_server_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    load(&server, "t", 3);
+    // Each of these aborted the server with a stack overflow before
+    // max_expr_depth; both are within the 64 KiB SQL text limit.
+    let sums = format!("SELECT 1{} FROM t", " + 1".repeat(10_000));
+    let conjuncts = format!(
+        "SELECT key FROM t WHERE 1 = 1{}",
+        " AND 1 = 1".repeat(4_200)
+    );
+    for sql in [sums, conjuncts] {
+        assert!(sql.len() < 64 * 1024);
+        let answer = sql_call(&server, json!({ "sql": sql }), None);
+        assert_eq!(answer.status, 413, "{}", answer.text());
+        let error = &answer.json()["error"];
+        assert_eq!(error["code"], "too_large");
+        assert_eq!(error["budget"], "max_expr_depth");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("max_expr_depth"),
+            "{error}"
+        );
+    }
+    let answer = sql_call(&server, json!({"sql": "SELECT count(*) FROM t"}), None);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["rows"], json!([[3]]));
+    assert_eq!(server.stop(), 0);
+}
+
 fn ebb_sql(server: &Server, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
     use std::io::Write;
     let mut child = Command::new(ebb_bin())

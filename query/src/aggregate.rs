@@ -1,8 +1,9 @@
 //! Built-in aggregates as mergeable partial states: COUNT, SUM, AVG, MIN, MAX.
 //!
-//! Results follow SQLite: SUM of integers is an integer (overflow is an
-//! error), otherwise a float summed with Kahan-Babuska-Neumaier compensation;
-//! AVG is a float; SUM, AVG, MIN and MAX of no rows are NULL, COUNT is 0.
+//! Results follow SQLite: SUM of integers is an integer (an "integer
+//! overflow" error when the total does not fit 64 bits), otherwise a float
+//! summed with Kahan-Babuska-Neumaier compensation; AVG is a float and never
+//! fails; SUM, AVG, MIN and MAX of no rows are NULL, COUNT is 0.
 
 use std::sync::Arc;
 
@@ -44,10 +45,21 @@ fn error(function: &str, message: &str) -> FunctionError {
     }
 }
 
-/// Running sum: exact integer part until a non-integer arrives, then a
-/// compensated float sum. State: `[Int(exact), Float(sum), Float(err), Bool(approx), Int(count)]`.
+/// Running sum of SUM and AVG: integer inputs summed exactly (an `i128`,
+/// which no count of `i64` inputs overflows), other inputs summed as floats
+/// with Kahan-Babuska-Neumaier compensation. Both halves merge by addition,
+/// so the result does not depend on how the input is split into partitions
+/// or in which order the partial states merge.
+///
+/// SQLite sums in scan order and fails SUM when an intermediate integer sum
+/// overflows, even if later inputs bring it back; a partitioned scan has no
+/// single order, so here SUM of integers fails only when the exact total does
+/// not fit an `i64`.
+///
+/// State: `[Int(exact high 64 bits), Int(exact low 64 bits), Float(sum),
+/// Float(err), Bool(any non-integer input), Int(count)]`.
 struct Sum {
-    exact: i64,
+    exact: i128,
     sum: f64,
     err: f64,
     approx: bool,
@@ -75,17 +87,18 @@ impl Sum {
             _ => 0.0,
         };
         Sum {
-            exact: int(0),
-            sum: float(1),
-            err: float(2),
-            approx: matches!(state.get(3), Some(Value::Bool(true))),
-            count: int(4),
+            exact: (i128::from(int(0)) << 64) | i128::from(int(1) as u64),
+            sum: float(2),
+            err: float(3),
+            approx: matches!(state.get(4), Some(Value::Bool(true))),
+            count: int(5),
         }
     }
 
     fn into_state(self) -> AggState {
         vec![
-            Value::Int(self.exact),
+            Value::Int((self.exact >> 64) as i64),
+            Value::Int(self.exact as u64 as i64),
             Value::Float(self.sum),
             Value::Float(self.err),
             Value::Bool(self.approx),
@@ -104,18 +117,11 @@ impl Sum {
         self.sum = t;
     }
 
-    fn go_approx(&mut self) {
-        if !self.approx {
-            self.approx = true;
-            let exact = self.exact;
-            self.exact = 0;
-            self.add_float(exact as f64);
-        }
-    }
-
-    fn add(&mut self, value: &Value, name: &str) -> Result<(), FunctionError> {
+    fn add(&mut self, value: &Value) {
+        // SQLite's numeric type of the input: text that reads as an integer
+        // is one, any other text and all bytes are read as floats.
         let numeric = match value {
-            Value::Null => return Ok(()),
+            Value::Null => return,
             Value::Text(t) => match t.trim().parse::<i64>() {
                 Ok(i) => Value::Int(i),
                 Err(_) => Value::Float(float_of(&value.to_numeric())),
@@ -125,43 +131,45 @@ impl Sum {
         };
         self.count += 1;
         match numeric {
-            Value::Int(i) if !self.approx => {
-                self.exact = self
-                    .exact
-                    .checked_add(i)
-                    .ok_or_else(|| error(name, "integer overflow"))?;
-            }
-            Value::Int(i) => self.add_float(i as f64),
+            Value::Int(i) => self.exact += i128::from(i),
             other => {
-                self.go_approx();
+                self.approx = true;
                 self.add_float(float_of(&other));
             }
         }
-        Ok(())
     }
 
-    fn merge(mut self, mut other: Sum, name: &str) -> Result<Sum, FunctionError> {
-        self.count += other.count;
-        if !self.approx && !other.approx {
-            self.exact = self
-                .exact
-                .checked_add(other.exact)
-                .ok_or_else(|| error(name, "integer overflow"))?;
-            return Ok(self);
-        }
-        self.go_approx();
-        other.go_approx();
+    fn merge(mut self, other: Sum) -> Sum {
+        self.exact += other.exact;
         self.add_float(other.sum);
         self.err += other.err;
-        Ok(self)
+        self.approx |= other.approx;
+        self.count += other.count;
+        self
     }
 
+    /// The sum as a float: the exact integer part joins the compensated sum
+    /// in two halves, so it is not rounded twice. A compensation that
+    /// overflowed (an infinite sum) is dropped, as SQLite does.
     fn total(&self) -> f64 {
-        if self.approx {
-            self.sum + self.err
+        let mut sum = Sum { exact: 0, ..*self };
+        let high = self.exact as f64;
+        sum.add_float(high);
+        sum.add_float((self.exact - high as i128) as f64);
+        if sum.err.is_finite() {
+            sum.sum + sum.err
         } else {
-            self.exact as f64
+            sum.sum
         }
+    }
+}
+
+/// A float result: NaN (infinities that cancel) is NULL, as in SQLite.
+fn float(f: f64) -> Value {
+    if f.is_nan() {
+        Value::Null
+    } else {
+        Value::Float(f)
     }
 }
 
@@ -228,7 +236,7 @@ impl AggregateFunction for Builtin {
             Kind::Sum | Kind::Avg => {
                 let mut sum = Sum::from_state(state);
                 for value in &args[0] {
-                    sum.add(value, self.name())?;
+                    sum.add(value);
                 }
                 *state = sum.into_state();
             }
@@ -267,7 +275,7 @@ impl AggregateFunction for Builtin {
                 Ok(vec![Value::Int(count(&left) + count(&right))])
             }
             Kind::Sum | Kind::Avg => Ok(Sum::from_state(&left)
-                .merge(Sum::from_state(&right), self.name())?
+                .merge(Sum::from_state(&right))
                 .into_state()),
             Kind::Min | Kind::Max => {
                 let mut state = left;
@@ -285,9 +293,12 @@ impl AggregateFunction for Builtin {
                 if sum.count == 0 {
                     Value::Null
                 } else if sum.approx {
-                    Value::Float(sum.total())
+                    float(sum.total())
                 } else {
-                    Value::Int(sum.exact)
+                    Value::Int(
+                        i64::try_from(sum.exact)
+                            .map_err(|_| error(self.name(), "integer overflow"))?,
+                    )
                 }
             }
             Kind::Avg => {
@@ -295,7 +306,7 @@ impl AggregateFunction for Builtin {
                 if sum.count == 0 {
                     Value::Null
                 } else {
-                    Value::Float(sum.total() / sum.count as f64)
+                    float(sum.total() / sum.count as f64)
                 }
             }
             Kind::Min | Kind::Max => state.into_iter().next().unwrap_or(Value::Null),
@@ -362,18 +373,98 @@ mod tests {
         }
     }
 
+    /// Every way of splitting `values` in two partitions gives `expected`.
+    fn every_split(name: &str, values: &[Value], expected: Result<Value, &str>) {
+        let f = builtin(name).unwrap();
+        for split in 0..=values.len() {
+            let mut left = f.init().unwrap();
+            let mut right = f.init().unwrap();
+            f.update(&mut left, &[values[..split].to_vec()], split)
+                .unwrap();
+            f.update(
+                &mut right,
+                &[values[split..].to_vec()],
+                values.len() - split,
+            )
+            .unwrap();
+            let got = f
+                .finish(f.merge(left, right).unwrap())
+                .map_err(|e| e.message);
+            assert_eq!(
+                got,
+                expected.clone().map_err(str::to_string),
+                "{name} {values:?} split at {split}"
+            );
+        }
+    }
+
     #[test]
     fn integer_sums_stay_integers_and_overflow_is_an_error() {
-        assert_eq!(
-            run("sum", &[Value::Int(2), Value::text("40")], 1),
-            Value::Int(42)
+        let (max, min) = (Value::Int(i64::MAX), Value::Int(i64::MIN));
+        every_split(
+            "sum",
+            &[Value::Int(2), Value::text("40")],
+            Ok(Value::Int(42)),
         );
-        let f = builtin("sum").unwrap();
-        let mut state = f.init().unwrap();
-        let error = f
-            .update(&mut state, &[vec![Value::Int(i64::MAX), Value::Int(1)]], 2)
-            .unwrap_err();
-        assert_eq!(error.message, "integer overflow");
+        every_split(
+            "sum",
+            &[max.clone(), Value::Int(1)],
+            Err("integer overflow"),
+        );
+        every_split(
+            "sum",
+            &[min.clone(), Value::Int(-1)],
+            Err("integer overflow"),
+        );
+        every_split("sum", &[max.clone(), max.clone()], Err("integer overflow"));
+        every_split("sum", std::slice::from_ref(&min), Ok(min.clone()));
+        // SQLite fails when a prefix overflows in its scan order; partitions
+        // have no single order, so only the total counts.
+        every_split(
+            "sum",
+            &[max.clone(), Value::Int(1), Value::Int(-1)],
+            Ok(max.clone()),
+        );
+    }
+
+    #[test]
+    fn a_float_input_makes_sum_a_float_that_never_overflows() {
+        let max = Value::Int(i64::MAX);
+        every_split(
+            "sum",
+            &[max.clone(), max.clone(), Value::Float(0.5)],
+            Ok(Value::Float(2.0 * i64::MAX as f64)),
+        );
+        every_split(
+            "sum",
+            &[max.clone(), Value::text("x"), Value::Int(1)],
+            Ok(Value::Float(i64::MAX as f64 + 1.0)),
+        );
+        every_split(
+            "sum",
+            &[Value::Float(1e308), Value::Float(1e308), Value::Int(1)],
+            Ok(Value::Float(f64::INFINITY)),
+        );
+    }
+
+    #[test]
+    fn avg_is_a_float_even_when_the_integer_sum_overflows() {
+        let max = Value::Int(i64::MAX);
+        every_split(
+            "avg",
+            std::slice::from_ref(&max),
+            Ok(Value::Float(i64::MAX as f64)),
+        );
+        every_split(
+            "avg",
+            &[max.clone(), max.clone(), Value::Int(1)],
+            Ok(Value::Float((2.0 * i64::MAX as f64 + 1.0) / 3.0)),
+        );
+        every_split(
+            "avg",
+            &[Value::Int(i64::MIN), Value::Int(i64::MIN)],
+            Ok(Value::Float(i64::MIN as f64)),
+        );
     }
 
     #[test]

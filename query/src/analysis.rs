@@ -249,6 +249,8 @@ fn is_key(expr: &Expr) -> bool {
 /// The literal prefix of a LIKE pattern and whether the pattern is exactly
 /// `prefix%` (so the range says everything).
 fn like_prefix(pattern: &str) -> (String, bool) {
+    // LIKE reads the pattern up to its first NUL, as SQLite does.
+    let pattern = pattern.split('\0').next().unwrap_or_default();
     let cut = pattern.find(['%', '_']).unwrap_or(pattern.len());
     let prefix = pattern[..cut].to_string();
     let exact = &pattern[cut..] == "%";

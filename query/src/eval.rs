@@ -270,7 +270,8 @@ fn binary(op: BinaryOp, a: Value, b: Value, a_key: bool, b_key: bool) -> Value {
         BinaryOp::Gt => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_gt)),
         BinaryOp::GtEq => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_ge)),
         BinaryOp::Concat => unreachable!("concatenation is evaluated with its meter"),
-        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
+        BinaryOp::Rem => remainder(a, b),
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
             arithmetic(op, a.to_numeric(), b.to_numeric())
         }
     }
@@ -296,12 +297,6 @@ fn arithmetic(op: BinaryOp, a: Value, b: Value) -> Value {
                     }
                     x.checked_div(y)
                 }
-                BinaryOp::Rem => {
-                    if y == 0 {
-                        return Value::Null;
-                    }
-                    Some(x.checked_rem(y).unwrap_or(0))
-                }
                 _ => unreachable!("arithmetic operator"),
             };
             // SQLite turns integer overflow into a float result.
@@ -312,26 +307,44 @@ fn arithmetic(op: BinaryOp, a: Value, b: Value) -> Value {
         }
         _ => {
             let (x, y) = (float(&a), float(&b));
-            match op {
-                BinaryOp::Add => Value::Float(x + y),
-                BinaryOp::Sub => Value::Float(x - y),
-                BinaryOp::Mul => Value::Float(x * y),
+            let result = match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                BinaryOp::Mul => x * y,
                 BinaryOp::Div => {
                     if y == 0.0 {
-                        Value::Null
-                    } else {
-                        Value::Float(x / y)
+                        return Value::Null;
                     }
-                }
-                BinaryOp::Rem => {
-                    let (xi, yi) = (x as i64, y as i64);
-                    if yi == 0 {
-                        Value::Null
-                    } else {
-                        Value::Float((xi % yi) as f64)
-                    }
+                    x / y
                 }
                 _ => unreachable!("arithmetic operator"),
+            };
+            // SQLite answers NULL where the result is not a number (inf - inf).
+            if result.is_nan() {
+                Value::Null
+            } else {
+                Value::Float(result)
+            }
+        }
+    }
+}
+
+/// `a % b` as SQLite computes it: on integers an integer; otherwise a float,
+/// the remainder of both read as integers (text by its integer prefix, so
+/// `'1e3' % 7` is 1).
+fn remainder(a: Value, b: Value) -> Value {
+    match (a.to_numeric(), b.to_numeric()) {
+        (Value::Null, _) | (_, Value::Null) => Value::Null,
+        (x, y) => {
+            let (xi, yi) = (a.to_integer(), b.to_integer());
+            if yi == 0 {
+                return Value::Null;
+            }
+            // i64::MIN % -1 overflows; the remainder is 0.
+            let r = xi.checked_rem(yi).unwrap_or(0);
+            match (x, y) {
+                (Value::Int(_), Value::Int(_)) => Value::Int(r),
+                _ => Value::Float(r as f64),
             }
         }
     }
@@ -344,10 +357,7 @@ fn cast(v: Value, to: CastType) -> Value {
     match to {
         CastType::Text => v.to_text(),
         CastType::Bytes => v.to_bytes(),
-        CastType::Integer => match v.to_numeric() {
-            Value::Float(f) => Value::Int(if f.is_nan() { 0 } else { f as i64 }),
-            other => other,
-        },
+        CastType::Integer => Value::Int(v.to_integer()),
         CastType::Float => match v.to_numeric() {
             Value::Int(i) => Value::Float(i as f64),
             other => other,
@@ -357,7 +367,10 @@ fn cast(v: Value, to: CastType) -> Value {
 }
 
 /// Case-sensitive LIKE: `%` matches any run of characters, `_` one character.
+/// As in SQLite, which reads both as C strings, each ends at its first NUL.
 pub fn like(text: &str, pattern: &str) -> bool {
+    let text = text.split('\0').next().unwrap_or_default();
+    let pattern = pattern.split('\0').next().unwrap_or_default();
     let t: Vec<char> = text.chars().collect();
     let p: Vec<char> = pattern.chars().collect();
     let (mut ti, mut pi) = (0, 0);
@@ -394,6 +407,7 @@ mod tests {
         assert!(!like("abc", "a_"));
         assert!(like("aXbXc", "a%b%c"));
         assert!(like("héllo", "h_llo"));
+        assert!(like("ab\0c", "ab") && like("", "\0x"));
     }
 
     #[test]
@@ -401,7 +415,9 @@ mod tests {
         let int = Value::Int;
         assert_eq!(arithmetic(BinaryOp::Div, int(7), int(2)), int(3));
         assert_eq!(arithmetic(BinaryOp::Div, int(7), int(0)), Value::Null);
-        assert_eq!(arithmetic(BinaryOp::Rem, int(-7), int(3)), int(-1));
+        assert_eq!(remainder(int(-7), int(3)), int(-1));
+        assert_eq!(remainder(int(i64::MIN), int(-1)), int(0));
+        assert_eq!(remainder(Value::text("1e3"), int(7)), Value::Float(1.0));
         assert_eq!(
             arithmetic(BinaryOp::Add, int(i64::MAX), int(1)),
             Value::Float(i64::MAX as f64 + 1.0)
@@ -410,6 +426,18 @@ mod tests {
             arithmetic(BinaryOp::Mul, int(2), Value::Float(1.5)),
             Value::Float(3.0)
         );
+        let min = Value::Float(i64::MIN as f64);
+        assert_eq!(
+            remainder(min.clone(), Value::Float(-1.0)),
+            Value::Float(0.0)
+        );
+        assert_eq!(remainder(min, int(-i64::MAX)), Value::Float(-1.0));
+        let inf = Value::Float(f64::INFINITY);
+        assert_eq!(
+            arithmetic(BinaryOp::Sub, inf.clone(), inf.clone()),
+            Value::Null
+        );
+        assert_eq!(arithmetic(BinaryOp::Add, inf.clone(), int(1)), inf);
         assert_eq!(
             binary(BinaryOp::Add, Value::text("2"), int(3), false, false),
             int(5)

@@ -18,6 +18,7 @@
 
 pub mod aggregate;
 pub mod analysis;
+pub mod depth;
 pub mod error;
 pub mod eval;
 pub mod expr;

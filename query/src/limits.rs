@@ -17,8 +17,28 @@ pub struct Limits {
     pub max_offset: u64,
     /// Most parameters. Default 10 000.
     pub max_params: usize,
-    /// Deepest expression nesting. Default 64.
+    /// Deepest recursion of the parser: nested parentheses, function calls,
+    /// `CAST`, `CASE`, prefix `NOT` and `-`, each one level. sqlparser
+    /// refuses deeper text with a syntax error (usually "recursion limit
+    /// exceeded"). sqlparser's frames are large (up to 20 KiB a level for a
+    /// function call), so it is built with `recursive-protection`: it moves
+    /// to a heap-allocated stack segment when its thread's stack runs low.
+    /// Default 64.
     pub max_depth: usize,
+    /// Deepest expression tree, as bounded from the tokens before parsing
+    /// ([`crate::depth::depth_bound`]): every operator or keyword is a level
+    /// (`1 + 1 + 1` is 2, `a = 1 OR a = 2` is 3), a bracketed group adds one,
+    /// and siblings (select items, arguments, IN list items) take the
+    /// deepest. It catches what `max_depth` cannot: sqlparser reads a chain
+    /// of left-associative operators in a loop but builds a tree one level
+    /// per operator, and planning, evaluation, EXPLAIN, cloning and dropping
+    /// the tree recurse once per level. Default 1000, SQLite's
+    /// `SQLITE_MAX_EXPR_DEPTH`. On a 512 KiB stack (a quarter of the 2 MiB a
+    /// tokio worker or std thread gets) planning fits about 2000 levels
+    /// (1450 with GROUP BY), evaluation 1500, EXPLAIN 1700, cloning 4000 and
+    /// dropping 8000; `query/tests/limits.rs` runs every stage at the
+    /// deepest accepted expression on such a stack.
+    pub max_expr_depth: usize,
 }
 
 impl Default for Limits {
@@ -32,6 +52,7 @@ impl Default for Limits {
             max_offset: 10_000_000,
             max_params: 10_000,
             max_depth: 64,
+            max_expr_depth: 1000,
         }
     }
 }

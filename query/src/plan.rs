@@ -7,9 +7,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sqlparser::ast;
 use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::Parser;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::Tokenizer;
 
 use crate::analysis::{KeyRanges, push_down};
+use crate::depth::depth_bound;
 use crate::error::PlanError;
 use crate::expr::{BinaryOp, CastType, Column, Expr, UnaryOp};
 use crate::functions::{AggregateFunction, FunctionRegistry};
@@ -237,12 +239,57 @@ impl Plan {
     }
 }
 
+// The error constructors stay out of line: inlined, their temporaries would
+// grow the frame of `Planner::expr`, which recurses once per operator.
+
+#[cold]
+#[inline(never)]
 fn unsupported(what: impl Into<String>) -> PlanError {
     PlanError::Unsupported(what.into())
 }
 
+#[cold]
+#[inline(never)]
 fn invalid(what: impl Into<String>) -> PlanError {
     PlanError::Invalid(what.into())
+}
+
+/// The first `max` characters of `value`'s text. Formatting stops there, so
+/// an error message never renders a whole deep expression.
+fn text_prefix(value: &dyn fmt::Display, max: usize) -> String {
+    struct Prefix {
+        text: String,
+        room: usize,
+    }
+    impl fmt::Write for Prefix {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            for c in s.chars() {
+                if self.room == 0 {
+                    return Err(fmt::Error);
+                }
+                self.text.push(c);
+                self.room -= 1;
+            }
+            Ok(())
+        }
+    }
+    let mut prefix = Prefix {
+        text: String::new(),
+        room: max,
+    };
+    // Err only means the text was cut at `max` characters.
+    let _ = fmt::write(&mut prefix, format_args!("{value}"));
+    prefix.text
+}
+
+#[cold]
+#[inline(never)]
+fn too_many_nodes(max: usize) -> PlanError {
+    PlanError::Limit {
+        limit: "max_expr_nodes",
+        value: max as u64,
+        message: format!("the query has more than {max} expression nodes (max_expr_nodes)"),
+    }
 }
 
 /// Plan `sql` with `params`, resolving functions in `registry`.
@@ -274,11 +321,7 @@ pub fn plan(
             ),
         });
     }
-    let statements = Parser::new(&GenericDialect {})
-        .with_recursion_limit(limits.max_depth)
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_statements())
-        .map_err(|e| PlanError::Syntax(e.to_string()))?;
+    let statements = parse(sql, limits)?;
     let statement = match statements.as_slice() {
         [] => return Err(invalid("no statement: send one SELECT")),
         [one] => one,
@@ -296,7 +339,7 @@ pub fn plan(
             _ => return Err(unsupported("EXPLAIN of anything but SELECT")),
         },
         other => {
-            let text = other.to_string();
+            let text = text_prefix(other, 40);
             let word = text
                 .split_whitespace()
                 .next()
@@ -327,6 +370,32 @@ pub fn plan(
         )));
     }
     Ok(plan)
+}
+
+/// Tokenize, refuse expressions deeper than `max_expr_depth` while they are
+/// still tokens, then parse with sqlparser's recursion limit (`max_depth`).
+fn parse(sql: &str, limits: &Limits) -> Result<Vec<ast::Statement>, PlanError> {
+    let dialect = GenericDialect {};
+    let syntax = |e: ParserError| PlanError::Syntax(e.to_string());
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| syntax(e.into()))?;
+    let depth = depth_bound(tokens.iter().map(|t| &t.token));
+    if depth > limits.max_expr_depth {
+        return Err(PlanError::Limit {
+            limit: "max_expr_depth",
+            value: limits.max_expr_depth as u64,
+            message: format!(
+                "an expression is up to {depth} levels deep (each operator of a chain is one level); the limit is {} (max_expr_depth): write long OR chains of equalities as x IN (a, b, ...), or split the expression",
+                limits.max_expr_depth
+            ),
+        });
+    }
+    Parser::new(&dialect)
+        .with_recursion_limit(limits.max_depth)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+        .map_err(syntax)
 }
 
 struct Planner<'a> {
@@ -379,14 +448,7 @@ impl Planner<'_> {
     fn count_node(&mut self) -> Result<(), PlanError> {
         self.nodes += 1;
         if self.nodes > self.limits.max_expr_nodes {
-            return Err(PlanError::Limit {
-                limit: "max_expr_nodes",
-                value: self.limits.max_expr_nodes as u64,
-                message: format!(
-                    "the query has more than {} expression nodes (max_expr_nodes)",
-                    self.limits.max_expr_nodes
-                ),
-            });
+            return Err(too_many_nodes(self.limits.max_expr_nodes));
         }
         Ok(())
     }
@@ -515,7 +577,8 @@ impl Planner<'_> {
             .collect();
         let pushdown = push_down(filter);
         let shape = if is_aggregate {
-            let post = |expr: &Expr, place: &str| to_group_expr(expr, &group_by, place);
+            let groups: Vec<GroupText> = group_by.iter().map(GroupText::of).collect();
+            let post = |expr: &Expr, place: &str| to_group_expr(expr, &groups, place);
             let projection = items
                 .iter()
                 .map(|item| post(&item.expr, "SELECT"))
@@ -893,6 +956,10 @@ impl Planner<'_> {
         })
     }
 
+    /// Lower one expression. An operator chain recurses here once per level
+    /// (up to `max_expr_depth` levels), so this frame stays small: the node
+    /// kinds that chain are lowered here and everything else out of line in
+    /// [`Planner::other_expr`].
     fn expr(
         &mut self,
         expr: &ast::Expr,
@@ -902,49 +969,20 @@ impl Planner<'_> {
         self.count_node()?;
         let sub = |this: &mut Self, e: &ast::Expr| this.expr(e, place, items).map(Box::new);
         Ok(match expr {
-            ast::Expr::Identifier(ident) => self.column(&[ident], items, place)?,
-            ast::Expr::CompoundIdentifier(idents) => {
-                let parts: Vec<&ast::Ident> = idents.iter().collect();
-                self.column(&parts, items, place)?
-            }
-            ast::Expr::Value(v) => Expr::Literal(self.literal(&v.value)?),
-            ast::Expr::Nested(inner) => *sub(self, inner)?,
-            ast::Expr::UnaryOp { op, expr } => {
-                let op = match op {
-                    ast::UnaryOperator::Not => UnaryOp::Not,
-                    ast::UnaryOperator::Minus => UnaryOp::Neg,
-                    ast::UnaryOperator::Plus => UnaryOp::Plus,
-                    other => return Err(unsupported(format!("operator {other}"))),
-                };
-                Expr::Unary {
-                    op,
-                    expr: sub(self, expr)?,
-                }
-            }
-            ast::Expr::BinaryOp { left, op, right } => {
-                let op = match op {
-                    ast::BinaryOperator::Eq => BinaryOp::Eq,
-                    ast::BinaryOperator::NotEq => BinaryOp::NotEq,
-                    ast::BinaryOperator::Lt => BinaryOp::Lt,
-                    ast::BinaryOperator::LtEq => BinaryOp::LtEq,
-                    ast::BinaryOperator::Gt => BinaryOp::Gt,
-                    ast::BinaryOperator::GtEq => BinaryOp::GtEq,
-                    ast::BinaryOperator::And => BinaryOp::And,
-                    ast::BinaryOperator::Or => BinaryOp::Or,
-                    ast::BinaryOperator::Plus => BinaryOp::Add,
-                    ast::BinaryOperator::Minus => BinaryOp::Sub,
-                    ast::BinaryOperator::Multiply => BinaryOp::Mul,
-                    ast::BinaryOperator::Divide => BinaryOp::Div,
-                    ast::BinaryOperator::Modulo => BinaryOp::Rem,
-                    ast::BinaryOperator::StringConcat => BinaryOp::Concat,
-                    other => return Err(unsupported(format!("operator {other}"))),
-                };
-                Expr::Binary {
-                    op,
-                    left: sub(self, left)?,
-                    right: sub(self, right)?,
-                }
-            }
+            ast::Expr::Nested(inner) => return self.expr(inner, place, items),
+            ast::Expr::BinaryOp { left, op, right } => Expr::Binary {
+                op: binary_op(op)?,
+                left: sub(self, left)?,
+                right: sub(self, right)?,
+            },
+            ast::Expr::UnaryOp {
+                op: ast::UnaryOperator::Minus,
+                expr: operand,
+            } if is_two_to_the_63(operand) => Expr::Literal(Value::Int(i64::MIN)),
+            ast::Expr::UnaryOp { op, expr } => Expr::Unary {
+                op: unary_op(op)?,
+                expr: sub(self, expr)?,
+            },
             ast::Expr::IsNull(e) => Expr::IsNull {
                 expr: sub(self, e)?,
                 negated: false,
@@ -952,38 +990,6 @@ impl Planner<'_> {
             ast::Expr::IsNotNull(e) => Expr::IsNull {
                 expr: sub(self, e)?,
                 negated: true,
-            },
-            ast::Expr::In {
-                expr,
-                target,
-                negated,
-                ..
-            } => match target {
-                ast::InTarget::List(list) => {
-                    if list.len() > self.limits.max_in_list {
-                        return Err(PlanError::Limit {
-                            limit: "max_in_list",
-                            value: self.limits.max_in_list as u64,
-                            message: format!(
-                                "IN list has {} items; the limit is {} (max_in_list)",
-                                list.len(),
-                                self.limits.max_in_list
-                            ),
-                        });
-                    }
-                    let subject = sub(self, expr)?;
-                    let list = list
-                        .iter()
-                        .map(|e| self.expr(e, place, items))
-                        .collect::<Result<_, _>>()?;
-                    Expr::InList {
-                        expr: subject,
-                        list,
-                        negated: *negated,
-                    }
-                }
-                ast::InTarget::Subquery(_) => return Err(unsupported("subqueries")),
-                _ => return Err(unsupported("this form of IN")),
             },
             ast::Expr::Between {
                 expr,
@@ -1015,10 +1021,18 @@ impl Planner<'_> {
                     negated: *negated,
                 }
             }
-            ast::Expr::ILike { .. } => {
-                return Err(unsupported(
-                    "ILIKE (LIKE is case-sensitive; compare lower(x) instead)",
-                ));
+            ast::Expr::In {
+                expr,
+                target: ast::InTarget::List(list),
+                negated,
+                ..
+            } => {
+                self.check_in_list(list.len())?;
+                Expr::InList {
+                    expr: sub(self, expr)?,
+                    list: self.expr_list(list, place, items)?,
+                    negated: *negated,
+                }
             }
             ast::Expr::Cast {
                 kind,
@@ -1031,11 +1045,66 @@ impl Planner<'_> {
                         "TRY_CAST, SAFE_CAST, :: and CAST ... FORMAT (use CAST(x AS type))",
                     ));
                 }
-                let to = cast_type(data_type)?;
                 Expr::Cast {
+                    to: cast_type(data_type)?,
                     expr: sub(self, expr)?,
-                    to,
                 }
+            }
+            other => return self.other_expr(other, place, items),
+        })
+    }
+
+    #[inline(never)]
+    fn check_in_list(&self, len: usize) -> Result<(), PlanError> {
+        if len > self.limits.max_in_list {
+            return Err(PlanError::Limit {
+                limit: "max_in_list",
+                value: self.limits.max_in_list as u64,
+                message: format!(
+                    "IN list has {len} items; the limit is {} (max_in_list)",
+                    self.limits.max_in_list
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn expr_list(
+        &mut self,
+        list: &[ast::Expr],
+        place: Place,
+        items: &[SelectItem],
+    ) -> Result<Vec<Expr>, PlanError> {
+        list.iter().map(|e| self.expr(e, place, items)).collect()
+    }
+
+    /// Lower the expressions that do not chain: names, literals, IN lists,
+    /// function calls, and refusals.
+    #[inline(never)]
+    fn other_expr(
+        &mut self,
+        expr: &ast::Expr,
+        place: Place,
+        items: &[SelectItem],
+    ) -> Result<Expr, PlanError> {
+        let sub = |this: &mut Self, e: &ast::Expr| this.expr(e, place, items).map(Box::new);
+        Ok(match expr {
+            ast::Expr::Identifier(ident) => self.column(&[ident], items, place)?,
+            ast::Expr::CompoundIdentifier(idents) => {
+                let parts: Vec<&ast::Ident> = idents.iter().collect();
+                self.column(&parts, items, place)?
+            }
+            ast::Expr::Value(v) => Expr::Literal(self.literal(&v.value)?),
+            ast::Expr::In {
+                target: ast::InTarget::Subquery(_),
+                ..
+            } => return Err(unsupported("subqueries")),
+            ast::Expr::In { .. } => return Err(unsupported("this form of IN")),
+            ast::Expr::ILike { .. } => {
+                return Err(unsupported(
+                    "ILIKE (LIKE is case-sensitive; compare lower(x) instead)",
+                ));
             }
             ast::Expr::Substring {
                 expr,
@@ -1080,9 +1149,10 @@ impl Planner<'_> {
                 return Err(unsupported("IS [NOT] DISTINCT FROM"));
             }
             other => {
-                let text = other.to_string();
-                let shown: String = text.chars().take(60).collect();
-                return Err(unsupported(format!("the expression {shown}")));
+                return Err(unsupported(format!(
+                    "the expression {}",
+                    text_prefix(other, 60)
+                )));
             }
         })
     }
@@ -1211,6 +1281,49 @@ impl Planner<'_> {
     }
 }
 
+/// Whether `expr` is the integer literal 9223372036854775808, maybe in
+/// parentheses: negated, it is `i64::MIN`, an integer as in SQLite, though
+/// alone it does not fit an `i64` and is a float.
+fn is_two_to_the_63(mut expr: &ast::Expr) -> bool {
+    while let ast::Expr::Nested(inner) = expr {
+        expr = inner;
+    }
+    matches!(expr, ast::Expr::Value(v)
+        if matches!(&v.value, ast::Value::Number(n, _) if n.parse::<u64>() == Ok(1 << 63)))
+}
+
+#[inline(never)]
+fn binary_op(op: &ast::BinaryOperator) -> Result<BinaryOp, PlanError> {
+    Ok(match op {
+        ast::BinaryOperator::Eq => BinaryOp::Eq,
+        ast::BinaryOperator::NotEq => BinaryOp::NotEq,
+        ast::BinaryOperator::Lt => BinaryOp::Lt,
+        ast::BinaryOperator::LtEq => BinaryOp::LtEq,
+        ast::BinaryOperator::Gt => BinaryOp::Gt,
+        ast::BinaryOperator::GtEq => BinaryOp::GtEq,
+        ast::BinaryOperator::And => BinaryOp::And,
+        ast::BinaryOperator::Or => BinaryOp::Or,
+        ast::BinaryOperator::Plus => BinaryOp::Add,
+        ast::BinaryOperator::Minus => BinaryOp::Sub,
+        ast::BinaryOperator::Multiply => BinaryOp::Mul,
+        ast::BinaryOperator::Divide => BinaryOp::Div,
+        ast::BinaryOperator::Modulo => BinaryOp::Rem,
+        ast::BinaryOperator::StringConcat => BinaryOp::Concat,
+        other => return Err(unsupported(format!("operator {other}"))),
+    })
+}
+
+#[inline(never)]
+fn unary_op(op: &ast::UnaryOperator) -> Result<UnaryOp, PlanError> {
+    Ok(match op {
+        ast::UnaryOperator::Not => UnaryOp::Not,
+        ast::UnaryOperator::Minus => UnaryOp::Neg,
+        ast::UnaryOperator::Plus => UnaryOp::Plus,
+        other => return Err(unsupported(format!("operator {other}"))),
+    })
+}
+
+#[inline(never)]
 fn cast_type(data_type: &ast::DataType) -> Result<CastType, PlanError> {
     use ast::DataType as D;
     Ok(match data_type {
@@ -1227,13 +1340,43 @@ fn cast_type(data_type: &ast::DataType) -> Result<CastType, PlanError> {
     })
 }
 
+/// A GROUP BY expression as [`to_group_expr`] compares it: by its text,
+/// and first by its size.
+struct GroupText {
+    nodes: usize,
+    text: String,
+}
+
+impl GroupText {
+    fn of(expr: &Expr) -> GroupText {
+        GroupText {
+            nodes: node_count(expr),
+            text: expr.to_string(),
+        }
+    }
+}
+
+fn node_count(expr: &Expr) -> usize {
+    let mut nodes = 0;
+    expr.walk(&mut |_| nodes += 1);
+    nodes
+}
+
 /// Rewrite a SELECT/HAVING/ORDER BY expression of an aggregate query over
 /// groups: GROUP BY expressions become `GroupKey`, and a column outside both
 /// GROUP BY and an aggregate is an error.
-fn to_group_expr(expr: &Expr, group_by: &[Expr], place: &str) -> Result<Expr, PlanError> {
-    let text = expr.to_string();
-    if let Some(i) = group_by.iter().position(|g| g.to_string() == text) {
-        return Ok(Expr::GroupKey(i));
+fn to_group_expr(expr: &Expr, group_by: &[GroupText], place: &str) -> Result<Expr, PlanError> {
+    // Sizes first: rendering every subexpression would be quadratic in the
+    // depth of a long chain.
+    let nodes = node_count(expr);
+    if group_by.iter().any(|g| g.nodes == nodes) {
+        let text = expr.to_string();
+        if let Some(i) = group_by
+            .iter()
+            .position(|g| g.nodes == nodes && g.text == text)
+        {
+            return Ok(Expr::GroupKey(i));
+        }
     }
     let rec = |e: &Expr| to_group_expr(e, group_by, place).map(Box::new);
     Ok(match expr {

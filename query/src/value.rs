@@ -213,6 +213,22 @@ impl Value {
         }
     }
 
+    /// The value as SQLite reads an integer from it (`CAST(x AS INTEGER)`,
+    /// the operands of `%`): a float truncated and saturated, text and bytes
+    /// by their integer prefix after leading spaces (`'1e3'` is 1), saturated
+    /// at the i64 range; NULL and anything without digits is 0.
+    pub fn to_integer(&self) -> i64 {
+        match self {
+            Value::Null => 0,
+            Value::Bool(b) => i64::from(*b),
+            Value::Int(i) => *i,
+            // `as` saturates and reads NaN as 0, as SQLite does.
+            Value::Float(f) => *f as i64,
+            Value::Text(t) => integer_prefix(t.as_bytes()),
+            Value::Bytes(b) => integer_prefix(b),
+        }
+    }
+
     /// Text as SQLite renders it (`CAST(x AS TEXT)`); NULL stays NULL.
     pub fn to_text(&self) -> Value {
         match self {
@@ -246,8 +262,11 @@ impl Value {
     }
 }
 
-/// Format a float as SQLite does: integral values keep a `.0`, others use
-/// up to 15 significant digits.
+/// Format a float as SQLite (3.54) does, with `printf("%!.17g")`: 17
+/// significant digits, or fewer when fewer read back as the same float and
+/// the 17 end in `000` or `999` (so `0.1` is `0.1` but `1.0 / 3` is
+/// `0.33333333333333332`); trailing zeros dropped but one decimal kept; the
+/// exponent form (`1.0e+17`, `2.5e-05`) below 1e-4 and from 1e17 on.
 pub fn format_float(f: f64) -> String {
     if f.is_nan() {
         return "NaN".into();
@@ -255,13 +274,121 @@ pub fn format_float(f: f64) -> String {
     if f.is_infinite() {
         return if f > 0.0 { "Inf".into() } else { "-Inf".into() };
     }
-    if f.fract() == 0.0 && f.abs() < 1e15 {
-        return format!("{f:.1}");
+    if f == 0.0 {
+        return "0.0".into();
     }
-    let text = format!("{:.*e}", 14, f);
-    let parsed: f64 = text.parse().unwrap_or(f);
-    let plain = format!("{parsed}");
-    if plain.len() <= 20 { plain } else { text }
+    let sign = if f < 0.0 { "-" } else { "" };
+    let (digits, point) = significant_digits(f.abs());
+    let exponent = point - 1;
+    if !(-4..=16).contains(&exponent) {
+        let (first, rest) = digits.split_at(1);
+        let rest = if rest.is_empty() { "0" } else { rest };
+        let exponent_sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{sign}{first}.{rest}e{exponent_sign}{:02}", exponent.abs());
+    }
+    if exponent < 0 {
+        let zeros = "0".repeat((-exponent - 1) as usize);
+        return format!("{sign}0.{zeros}{digits}");
+    }
+    let whole = point as usize;
+    if digits.len() > whole {
+        format!("{sign}{}.{}", &digits[..whole], &digits[whole..])
+    } else {
+        format!("{sign}{digits:0<whole$}.0")
+    }
+}
+
+/// The significant digits SQLite's `sqlite3FpDecode` keeps for `r > 0` at
+/// 17 digits of precision, without trailing zeros, and the position of the
+/// decimal point (`r` is `0.DIGITS * 10^point`).
+fn significant_digits(r: f64) -> (String, i32) {
+    // SQLite scales the 64-bit mantissa by a power of ten estimated from the
+    // binary exponent, which leaves 18 digits, or 19 when the estimate falls
+    // short; the digits it rounds at depend on which.
+    let bits = r.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let binary_exponent = if biased == 0 {
+        -1074 - (bits & ((1 << 52) - 1)).leading_zeros() as i32
+    } else {
+        biased - 1086
+    };
+    let scale = 17 - (((binary_exponent + 63) * 78913) >> 18);
+    let magnitude: i32 = format!("{r:e}")
+        .split_once('e')
+        .and_then(|(_, x)| x.parse().ok())
+        .expect("{:e} writes an exponent");
+    let count = (magnitude + 1 + scale).clamp(18, 19) as usize;
+    let scientific = format!("{r:.*e}", count - 1);
+    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} writes an exponent");
+    let mut z: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).collect();
+    let mut point = exponent.parse::<i32>().expect("a decimal exponent") + 1;
+    let n = z.len() as i32;
+    // Whether the first `len` digits, plus `add`, read back as `r`.
+    let reads_back = |z: &[u8], len: usize, add: u64| {
+        let head: u64 = z[..len].iter().fold(0, |v, d| v * 10 + u64::from(d - b'0'));
+        format!("{}e{}", head + add, point - len as i32).parse::<f64>() == Ok(r)
+    };
+    let mut keep = 17;
+    if z[15] == b'9' && z[14] == b'9' {
+        let nines = z[..15].iter().rev().take_while(|d| **d == b'9').count();
+        let len = 15 - nines;
+        let shorter = if len == 0 {
+            format!("1e{}", point).parse::<f64>() == Ok(r)
+        } else {
+            reads_back(&z, len, 1)
+        };
+        if shorter {
+            keep = len + 1;
+        }
+    } else if point >= n || z[13..16] == *b"000" {
+        let zeros = z[..13].iter().rev().take_while(|d| **d == b'0').count();
+        let len = 13 - zeros;
+        if reads_back(&z, len, 0) {
+            keep = len + 1;
+        }
+    }
+    let round_up = z[keep] >= b'5';
+    z.truncate(keep);
+    if round_up {
+        let mut i = keep;
+        loop {
+            if i == 0 {
+                z.insert(0, b'1');
+                point += 1;
+                break;
+            }
+            i -= 1;
+            if z[i] == b'9' {
+                z[i] = b'0';
+            } else {
+                z[i] += 1;
+                break;
+            }
+        }
+    }
+    while z.last() == Some(&b'0') {
+        z.pop();
+    }
+    (String::from_utf8(z).expect("ASCII digits"), point)
+}
+
+/// SQLite's `sqlite3Atoi64`: optional spaces and sign, then digits up to the
+/// first non-digit, saturated at the i64 range.
+fn integer_prefix(text: &[u8]) -> i64 {
+    let mut rest = text;
+    while let [b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c', tail @ ..] = rest {
+        rest = tail;
+    }
+    let negative = rest.first() == Some(&b'-');
+    if let [b'-' | b'+', tail @ ..] = rest {
+        rest = tail;
+    }
+    let mut magnitude: i128 = 0;
+    for digit in rest.iter().take_while(|b| b.is_ascii_digit()) {
+        magnitude = (magnitude * 10 + i128::from(digit - b'0')).min(1 << 64);
+    }
+    let value = if negative { -magnitude } else { magnitude };
+    value.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 /// The longest numeric prefix of `text` after leading spaces, as SQLite's
@@ -360,6 +487,26 @@ mod tests {
     }
 
     #[test]
+    fn integers_are_read_as_sqlite_casts_them() {
+        for (text, int) in [
+            ("1e3", 1),
+            (" 12ab", 12),
+            ("-1.9", -1),
+            ("+7", 7),
+            ("", 0),
+            ("x1", 0),
+            ("9223372036854775808", i64::MAX),
+            ("-9223372036854775809", i64::MIN),
+            ("-9223372036854775808", i64::MIN),
+            ("99999999999999999999999", i64::MAX),
+        ] {
+            assert_eq!(Value::text(text).to_integer(), int, "{text:?}");
+        }
+        assert_eq!(Value::Float(1e300).to_integer(), i64::MAX);
+        assert_eq!(Value::Float(-2.9).to_integer(), -2);
+    }
+
+    #[test]
     fn numeric_prefixes_follow_sqlite() {
         assert_eq!(Value::text("12abc").to_numeric(), Value::Int(12));
         assert_eq!(Value::text("  -3.5e2x").to_numeric(), Value::Float(-350.0));
@@ -376,7 +523,28 @@ mod tests {
     fn floats_render_like_sqlite() {
         assert_eq!(format_float(2.0), "2.0");
         assert_eq!(format_float(0.1), "0.1");
-        assert_eq!(format_float(1.0 / 3.0), "0.333333333333333");
+        for (f, text) in [
+            (1.0 / 3.0, "0.33333333333333332"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (49.47, "49.47"),
+            (1e308, "1.0e+308"),
+            (-1e308, "-1.0e+308"),
+            (1e16, "10000000000000000.0"),
+            (1e17, "1.0e+17"),
+            (i64::MAX as f64, "9.2233720368547758e+18"),
+            (i64::MIN as f64, "-9.2233720368547758e+18"),
+            (0.0001, "0.0001"),
+            (0.00001, "1.0e-05"),
+            (2.5e-5, "2.5e-05"),
+            (123.456, "123.456"),
+            (100.0, "100.0"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (f64::MIN_POSITIVE, "2.2250738585072014e-308"),
+            (5e-324, "4.9406564584124654e-324"),
+            (-0.0, "0.0"),
+        ] {
+            assert_eq!(format_float(f), text, "{f:e}");
+        }
         assert_eq!(Value::Float(2.5).to_text(), Value::text("2.5"));
     }
 }

@@ -163,6 +163,7 @@ fn every_limit_is_enforced_by_name() {
         max_offset: 10,
         max_params: 2,
         max_depth: 20,
+        max_expr_depth: 20,
     };
     let run = |sql: &str, params: &[Value]| plan(sql, params, &Builtins, &small).unwrap_err();
     let limit_of = |e: PlanError| match e {
@@ -208,6 +209,8 @@ fn every_limit_is_enforced_by_name() {
     );
     let many = format!("SELECT key FROM t WHERE {}", ["key = 'a'"; 8].join(" OR "));
     assert_eq!(limit_of(run(&many, &[])), "max_expr_nodes");
+    let chain = format!("SELECT 1{} FROM t", " + 1".repeat(19));
+    assert_eq!(limit_of(run(&chain, &[])), "max_expr_depth");
     let deep = format!("SELECT {}1{} FROM t", "(".repeat(40), ")".repeat(40));
     assert!(matches!(
         run(&deep, &[]),
@@ -255,4 +258,38 @@ fn a_plan_knows_whether_it_reads_values() {
     ] {
         assert!(!ok(sql).reads_value(), "{sql}");
     }
+}
+
+#[test]
+fn the_smallest_integer_literal_is_an_integer_as_in_sqlite() {
+    struct NoRow;
+    impl ebb_query::RowSource for NoRow {
+        fn column(&self, _: ebb_query::Column) -> Value {
+            Value::Null
+        }
+    }
+    let p = ok(
+        "SELECT -9223372036854775808, - 9223372036854775808, -((9223372036854775808)), \
+         9223372036854775808, -(-9223372036854775808), -9223372036854775809, 9223372036854775807 FROM t",
+    );
+    let Shape::Rows { projection } = &p.shape else {
+        panic!("a row query")
+    };
+    let values: Vec<Value> = projection
+        .iter()
+        .map(|e| ebb_query::eval_one(e, NoRow, &mut ebb_query::Meter::unlimited()).unwrap())
+        .collect();
+    let two_63 = 9_223_372_036_854_775_808.0;
+    assert_eq!(
+        values,
+        [
+            Value::Int(i64::MIN),
+            Value::Int(i64::MIN),
+            Value::Int(i64::MIN),
+            Value::Float(two_63),
+            Value::Float(two_63),
+            Value::Float(-two_63),
+            Value::Int(i64::MAX),
+        ]
+    );
 }
