@@ -5,8 +5,8 @@
 
 use bytes::Bytes;
 use ebb_query::{
-    Builtins, Column, Expr, Limits, Meter, Plan, PlanError, RowSource, Shape, Value, eval_batch, eval_one,
-    plan,
+    Builtins, Column, Expr, Limits, Meter, Plan, PlanError, RowSource, Shape, Value, eval_batch,
+    eval_one, plan,
 };
 
 /// A quarter of the 2 MiB that tokio workers and std threads get: whatever

@@ -519,7 +519,7 @@ async fn call_and_apply(
         .map_err(|e| format!("handler task failed: {e}"))?
         .map_err(|e| e.to_string())?;
     let handler = format!("{}.{}", binding.plugin, binding.function);
-    let (actions, failed) = handler_outcome(
+    let HandlerOutcome { actions, failed } = handler_outcome(
         response,
         &handler,
         count,
@@ -540,7 +540,7 @@ fn handler_outcome(
     count: usize,
     max_actions_per_event: usize,
     max_value_bytes: usize,
-) -> Result<(Vec<(TableName, BatchOp)>, Vec<u32>), String> {
+) -> Result<HandlerOutcome, String> {
     let Some(abi::call_response::Result::Expiry(result)) = response.result else {
         return Err(format!(
             "handler {handler} returned something other than an expiry result"
@@ -567,7 +567,18 @@ fn handler_outcome(
             to_op(action, max_value_bytes).map_err(|reason| format!("action {index}: {reason}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((actions, result.failed))
+    Ok(HandlerOutcome {
+        actions,
+        failed: result.failed,
+    })
+}
+
+/// A handler's answer, validated.
+struct HandlerOutcome {
+    /// The actions to apply, in order.
+    actions: Vec<(TableName, BatchOp)>,
+    /// Indexes of the events to retry.
+    failed: Vec<u32>,
 }
 
 /// A validated action.
@@ -860,7 +871,7 @@ mod tests {
                     return Ok(());
                 };
                 match handler_outcome(response, "p.h", count, MAX_ACTIONS, MAX_VALUE) {
-                    Ok((actions, failed)) => {
+                    Ok(HandlerOutcome { actions, failed }) => {
                         prop_assert!(failed.iter().all(|&i| (i as usize) < count));
                         prop_assert!(actions.len() <= count * MAX_ACTIONS);
                         for (_, op) in &actions {
