@@ -86,6 +86,9 @@ impl Drop for Server {
     }
 }
 
+/// How long after a phase its memory is read again.
+const SETTLE: Duration = Duration::from_secs(10);
+
 fn key(i: u64) -> String {
     format!("key:{i}")
 }
@@ -185,7 +188,7 @@ fn phase(
         worker.join().unwrap();
     }
     rss_peak = rss_peak.max(server.rss_mib());
-    thread::sleep(Duration::from_secs(2));
+    thread::sleep(SETTLE);
     latencies.sort_by(f64::total_cmp);
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
     Phase {
@@ -243,6 +246,8 @@ fn main() {
     let seconds = env_number("EBB_BENCH_SECONDS", 5);
     let server = Server::start();
     load(&server, rows);
+    // Let the write buffers reach the store before the idle phase.
+    thread::sleep(Duration::from_secs(5));
     let huge = std::env::var("EBB_BENCH_SKIP_HUGE").is_err();
     let mut phases = vec![phase(&server, "idle", rows, seconds, 0, |_| true)];
     if huge {
@@ -276,7 +281,8 @@ fn main() {
         thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "| phase | GETs | p50 ms | p99 ms | max ms | background queries ok / refused | RSS MiB before / peak / 2 s after |"
+        "| phase | GETs | p50 ms | p99 ms | max ms | background queries ok / refused | RSS MiB before / peak / {} s after |",
+        SETTLE.as_secs()
     );
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for p in &phases {
