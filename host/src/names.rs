@@ -33,7 +33,7 @@ pub enum NameError {
         name: String,
     },
     /// The key is empty.
-    #[error("key must not be empty")]
+    #[error("key must not be empty: a key is 1 to {MAX_KEY_BYTES} bytes of UTF-8")]
     EmptyKey,
     /// The key is longer than [`MAX_KEY_BYTES`].
     #[error("key is {len} bytes; keys are at most {MAX_KEY_BYTES} bytes")]

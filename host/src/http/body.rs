@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query};
+use axum::extract::{Path, Query, RawQuery};
 use axum::http::{HeaderMap, header};
 use bytes::Bytes;
 
@@ -57,4 +57,42 @@ pub fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> 
     query.map(|Query(value)| value).map_err(|rejection| {
         ApiError::invalid_request(format!("bad query string: {}", rejection.body_text()))
     })
+}
+
+/// Refuse any query parameter on a route that takes none: 400
+/// `invalid_request` naming them (as sent, still percent-encoded).
+pub fn no_params(query: RawQuery) -> Result<(), ApiError> {
+    let RawQuery(Some(query)) = query else {
+        return Ok(());
+    };
+    let names: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| pair.split('=').next().unwrap_or(pair))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid_request(format!(
+        "unknown query parameter {}: this route takes none",
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_without_parameters_names_the_ones_it_refuses() {
+        assert!(no_params(RawQuery(None)).is_ok());
+        assert!(no_params(RawQuery(Some(String::new()))).is_ok());
+        let error = no_params(RawQuery(Some("durability=bogus&x".into()))).unwrap_err();
+        assert_eq!(error.code, "invalid_request");
+        assert!(error.message.contains("`durability`, `x`"), "{}", error.message);
+    }
 }

@@ -76,6 +76,10 @@ pub fn router(state: AppState) -> Router {
             "/v1/tables/{table}/keys/{key}",
             put(kv::put_key).get(kv::get_key).delete(kv::delete_key),
         )
+        .route(
+            "/v1/tables/{table}/keys/",
+            put(kv::empty_key).get(kv::empty_key).delete(kv::empty_key),
+        )
         .route("/v1/tables/{table}/batch", post(batch::batch))
         .route(
             "/v1/tables/{table}/expiry-handler",

@@ -4,13 +4,13 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use ebb_proto::plugin::v1 as abi;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::body::{path, read_limited};
+use super::body::{no_params, path, read_limited};
 use super::error::ApiError;
 use crate::plugin::{PluginError, PluginVersion};
 
@@ -77,10 +77,12 @@ fn describe(version: &PluginVersion) -> Value {
 pub async fn put_plugin(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
+    params: RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let name = path(target)?;
+    no_params(params)?;
     let limit = app.node.plugins().runtime().limits().max_module_bytes;
     let bytes = read_limited(
         &headers,
@@ -98,7 +100,11 @@ pub async fn put_plugin(
 }
 
 /// `GET /v1/plugins`.
-pub async fn list_plugins(State(app): State<AppState>) -> Json<Value> {
+pub async fn list_plugins(
+    State(app): State<AppState>,
+    params: RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    no_params(params)?;
     let plugins: Vec<Value> = app
         .node
         .plugins()
@@ -106,15 +112,17 @@ pub async fn list_plugins(State(app): State<AppState>) -> Json<Value> {
         .iter()
         .map(|v| describe(v))
         .collect();
-    Json(json!({ "plugins": plugins }))
+    Ok(Json(json!({ "plugins": plugins })))
 }
 
 /// `GET /v1/plugins/{name}`: the current version, its functions and every version.
 pub async fn get_plugin(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
+    params: RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let name = path(target)?;
+    no_params(params)?;
     let registry = app.node.plugins();
     let version = registry
         .get(&name)
@@ -130,8 +138,10 @@ pub async fn get_plugin(
 pub async fn delete_plugin(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
+    params: RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let name = path(target)?;
+    no_params(params)?;
     let node = app.node.clone();
     let deleted = name.to_ascii_lowercase();
     tokio::task::spawn_blocking(move || node.remove_plugin(&name))

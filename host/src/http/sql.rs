@@ -4,7 +4,7 @@ use std::convert::Infallible;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -13,7 +13,7 @@ use serde_json::{Value as JsonValue, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::AppState;
-use super::body::read_limited;
+use super::body::{no_params, read_limited};
 use super::error::ApiError;
 use crate::exec::convert::{from_json, to_json};
 use crate::exec::{self, Consistency, QueryError, QueryRequest, QueryStats};
@@ -122,9 +122,11 @@ fn wants_ndjson(headers: &HeaderMap) -> bool {
 /// `POST /v1/sql`.
 pub async fn sql(
     State(app): State<AppState>,
+    params: RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    no_params(params)?;
     let bytes = read_limited(
         &headers,
         body,
