@@ -217,6 +217,14 @@ fn bad_uploads_are_refused_with_the_reason() {
         assert_eq!(answer.code(), code, "{what}");
         assert!(answer.text().contains(says), "{what}: {}", answer.text());
     }
+    let reserved = upload(&server, "EBB_good", &healthy());
+    assert_eq!(
+        (reserved.status, reserved.code().as_str()),
+        (422, "plugin_invalid"),
+        "{}",
+        reserved.text()
+    );
+    assert!(reserved.text().contains("reserved"), "{}", reserved.text());
     assert_eq!(
         call("GET", &format!("{}/v1/plugins/bad", server.url), &[], None).status,
         404,

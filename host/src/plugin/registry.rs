@@ -256,23 +256,13 @@ fn key(name: &str, version: u32, part: &str) -> Vec<u8> {
     format!("v1/{name}/{version:010}/{part}").into_bytes()
 }
 
-/// Check a plugin name: `[a-z_][a-z0-9_]{0,62}`, stored lower-case.
+/// Check a plugin name ([`crate::names::plugin_name`]: the shape of table
+/// names, lower-cased, not starting with `ebb_`).
 pub fn plugin_name(name: &str) -> Result<String, PluginInvalid> {
-    let lower = name.to_ascii_lowercase();
-    let valid = !lower.is_empty()
-        && lower.len() <= 63
-        && (lower.as_bytes()[0].is_ascii_lowercase() || lower.as_bytes()[0] == b'_')
-        && lower
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if valid {
-        Ok(lower)
-    } else {
-        Err(PluginInvalid {
-            plugin: name.chars().take(80).collect(),
-            reason: "invalid plugin name: use 1 to 63 characters from a-z, 0-9 and _, not starting with a digit".into(),
-        })
-    }
+    crate::names::plugin_name(name).map_err(|error| PluginInvalid {
+        plugin: name.chars().take(80).collect(),
+        reason: error.to_string(),
+    })
 }
 
 impl PluginRegistry {
