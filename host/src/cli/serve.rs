@@ -83,6 +83,10 @@ pub struct ServeArgs {
     /// Most records one SQL query may visit.
     #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_scanned_records)]
     pub max_scanned_records: u64,
+    /// Versions recorded per plugin, the current one included (0 counts as
+    /// 1); older ones are deleted.
+    #[arg(long, default_value_t = crate::plugin::PluginLimits::default().max_versions)]
+    pub max_plugin_versions: usize,
 }
 
 /// Install the modules in `dir` whose bytes differ from the installed version.
@@ -124,10 +128,10 @@ async fn install_plugin_dir(node: &Node, dir: &std::path::Path) {
         let installed =
             tokio::task::spawn_blocking(move || installer.install_plugin(&name, &bytes)).await;
         match installed {
-            Ok(Ok(version)) => println!(
+            Ok(Ok(installed)) => println!(
                 "plugin {} version {} installed from {}",
-                version.name,
-                version.info.version,
+                installed.version.name,
+                installed.version.info.version,
                 file.display()
             ),
             Ok(Err(error)) => eprintln!("warning: {}: {error}", file.display()),
@@ -222,6 +226,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     config.expiry.backoff_base = args.expiry_backoff;
     config.expiry.backoff_max = args.expiry_backoff_max;
     config.expiry.concurrency = args.expiry_concurrency;
+    config.plugins.max_versions = args.max_plugin_versions;
     let node = match Node::open(config).await {
         Ok(node) => node,
         Err(error) => {

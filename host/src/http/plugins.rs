@@ -73,7 +73,9 @@ fn describe(version: &PluginVersion) -> Value {
     })
 }
 
-/// `PUT /v1/plugins/{name}`: the body is a wasm core module.
+/// `PUT /v1/plugins/{name}`: the body is a wasm core module. Answers the
+/// version with `"unchanged": true` when the bytes equal the current
+/// version's (nothing stored).
 pub async fn put_plugin(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
@@ -93,10 +95,12 @@ pub async fn put_plugin(
     )
     .await?;
     let node = app.node.clone();
-    let version = tokio::task::spawn_blocking(move || node.install_plugin(&name, &bytes))
+    let installed = tokio::task::spawn_blocking(move || node.install_plugin(&name, &bytes))
         .await
         .map_err(|e| ApiError::invalid_request(format!("install task failed: {e}")))??;
-    Ok(Json(describe(&version)))
+    let mut out = describe(&installed.version);
+    out["unchanged"] = json!(installed.unchanged);
+    Ok(Json(out))
 }
 
 /// `GET /v1/plugins`.
