@@ -324,27 +324,90 @@ fn every_v1_route_refuses_query_parameters_it_does_not_take() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
     let base = &server.url;
-    assert_eq!(call("PUT", &key_url(&server, "t", "k"), &[], Some(b"v")).status, 200);
+    assert_eq!(
+        call("PUT", &key_url(&server, "t", "k"), &[], Some(b"v")).status,
+        200
+    );
     let sql = br#"{"sql": "SELECT key FROM t"}"#.to_vec();
     let bind = br#"{"plugin": "p", "function": "f"}"#.to_vec();
     // (method, url, body, the parameter the message must name)
     type Case<'a> = (&'a str, String, Option<Vec<u8>>, &'a str);
     let cases: Vec<Case> = vec![
-        ("GET", format!("{base}/v1/tables/t/keys/k?durability=bogus"), None, "durability"),
-        ("PUT", format!("{base}/v1/tables/t/keys/k?bogus=1"), Some(b"v".to_vec()), "bogus"),
-        ("DELETE", format!("{base}/v1/tables/t/keys/k?bogus=1"), None, "bogus"),
-        ("POST", format!("{base}/v1/tables/t/batch?bogus=1"), Some(b"[]".to_vec()), "bogus"),
+        (
+            "GET",
+            format!("{base}/v1/tables/t/keys/k?durability=bogus"),
+            None,
+            "durability",
+        ),
+        (
+            "PUT",
+            format!("{base}/v1/tables/t/keys/k?bogus=1"),
+            Some(b"v".to_vec()),
+            "bogus",
+        ),
+        (
+            "DELETE",
+            format!("{base}/v1/tables/t/keys/k?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "POST",
+            format!("{base}/v1/tables/t/batch?bogus=1"),
+            Some(b"[]".to_vec()),
+            "bogus",
+        ),
         ("GET", format!("{base}/v1/tables?bogus=1"), None, "bogus"),
-        ("POST", format!("{base}/v1/sql?page_size=5"), Some(sql), "page_size"),
+        (
+            "POST",
+            format!("{base}/v1/sql?page_size=5"),
+            Some(sql),
+            "page_size",
+        ),
         ("GET", format!("{base}/v1/plugins?bogus"), None, "bogus"),
         ("GET", format!("{base}/v1/plugins/p?bogus=1"), None, "bogus"),
-        ("PUT", format!("{base}/v1/plugins/p?bogus=1"), Some(b"x".to_vec()), "bogus"),
-        ("DELETE", format!("{base}/v1/plugins/p?bogus=1"), None, "bogus"),
-        ("PUT", format!("{base}/v1/tables/t/expiry-handler?bogus=1"), Some(bind), "bogus"),
-        ("GET", format!("{base}/v1/tables/t/expiry-handler?bogus=1"), None, "bogus"),
-        ("DELETE", format!("{base}/v1/tables/t/expiry-handler?bogus=1"), None, "bogus"),
-        ("GET", format!("{base}/v1/tables/t/expiry/dead-letters?bogus=1"), None, "bogus"),
-        ("POST", format!("{base}/v1/tables/t/expiry/dead-letters/redrive?bogus=1"), None, "bogus"),
+        (
+            "PUT",
+            format!("{base}/v1/plugins/p?bogus=1"),
+            Some(b"x".to_vec()),
+            "bogus",
+        ),
+        (
+            "DELETE",
+            format!("{base}/v1/plugins/p?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "PUT",
+            format!("{base}/v1/tables/t/expiry-handler?bogus=1"),
+            Some(bind),
+            "bogus",
+        ),
+        (
+            "GET",
+            format!("{base}/v1/tables/t/expiry-handler?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "DELETE",
+            format!("{base}/v1/tables/t/expiry-handler?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "GET",
+            format!("{base}/v1/tables/t/expiry/dead-letters?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "POST",
+            format!("{base}/v1/tables/t/expiry/dead-letters/redrive?bogus=1"),
+            None,
+            "bogus",
+        ),
     ];
     for (method, url, body, name) in cases {
         let answer = call(method, &url, &[], body.as_deref());

@@ -165,12 +165,18 @@ fn a_raw_abi_plugin_works_in_sql() {
     let again = upload(&server, "good", &healthy());
     assert_eq!(again.status, 200, "{}", again.text());
     assert_eq!(
-        (again.json()["version"].clone(), again.json()["unchanged"].clone()),
+        (
+            again.json()["version"].clone(),
+            again.json()["unchanged"].clone()
+        ),
         (json!(1), json!(true))
     );
     // Other bytes create version 2; the listing and detail show it.
     let replaced = upload(&server, "good", &answering(7)).json();
-    assert_eq!((replaced["version"].clone(), replaced["unchanged"].clone()), (json!(2), json!(false)));
+    assert_eq!(
+        (replaced["version"].clone(), replaced["unchanged"].clone()),
+        (json!(2), json!(false))
+    );
     let detail = call("GET", &format!("{}/v1/plugins/good", server.url), &[], None).json();
     assert_eq!(detail["versions"].as_array().unwrap().len(), 2);
     let list = call("GET", &format!("{}/v1/plugins", server.url), &[], None).json();
@@ -556,7 +562,11 @@ async fn identical_uploads_keep_one_version_and_old_versions_are_pruned_with_the
         "only the current version keeps its module, manifest and artifact; pruned versions are gone"
     );
     let reloaded = PluginRegistry::load(node.plugins().runtime().clone(), &*store).unwrap();
-    assert_eq!(versions(reloaded.history("p")), [4, 5, 6], "a restart sees the same versions");
+    assert_eq!(
+        versions(reloaded.history("p")),
+        [4, 5, 6],
+        "a restart sees the same versions"
+    );
     assert_eq!(reloaded.get("p").unwrap().info.version, 6);
     node.shutdown().await.unwrap();
 }

@@ -266,7 +266,9 @@ fn every_sql_error_has_its_status_and_code() {
         None,
     );
     assert!(
-        fixed.text().contains(r#"remove \"params\" and \"page_size\""#),
+        fixed
+            .text()
+            .contains(r#"remove \"params\" and \"page_size\""#),
         "the refusal names the fields: {}",
         fixed.text()
     );
