@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use sha2::Digest;
 
-use super::duration::parse_duration;
+use super::duration::{HumanDuration, parse_duration, positive_duration};
 use crate::Node;
 use crate::http::{AppState, HttpLimits, serve};
 use crate::node::config::NodeConfig;
@@ -87,6 +87,26 @@ pub struct ServeArgs {
     /// 1); older ones are deleted.
     #[arg(long, default_value_t = crate::plugin::PluginLimits::default().max_versions)]
     pub max_plugin_versions: usize,
+    /// Longest a client may take to send a request's line and headers
+    /// (from the accept for a connection's first request, from the first
+    /// byte for later ones); past it the connection is closed.
+    #[arg(long, value_parser = positive_duration,
+          default_value_t = HumanDuration(HttpLimits::default().header_read_timeout))]
+    pub header_read_timeout: HumanDuration,
+    /// Longest a request body may stall (nothing arriving) while it is
+    /// read; past it the request fails with 408 and the connection closes.
+    #[arg(long, value_parser = positive_duration,
+          default_value_t = HumanDuration(HttpLimits::default().body_read_timeout))]
+    pub body_read_timeout: HumanDuration,
+    /// Longest a keep-alive connection may wait for its next request.
+    #[arg(long, value_parser = positive_duration,
+          default_value_t = HumanDuration(HttpLimits::default().idle_timeout))]
+    pub idle_timeout: HumanDuration,
+    /// Most HTTP connections open at once; more are answered 503 and closed
+    /// at once [default: half the open-files limit, 32 to 16384; the soft
+    /// limit is first raised to the hard one].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
 }
 
 /// Install the modules in `dir` whose bytes differ from the installed version.
@@ -208,6 +228,8 @@ async fn signal() {
 
 /// Run the server until SIGINT or SIGTERM; a second signal exits at once.
 pub async fn run(args: ServeArgs) -> ExitCode {
+    // Before the store opens its files: connections and the store share the limit.
+    let open_files = crate::http::server::raise_open_files_limit();
     let mut config = NodeConfig::new(&args.data_dir)
         .max_value_bytes(args.max_value_bytes)
         .flush_interval(args.flush_interval)
@@ -266,11 +288,26 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     if args.auth_token.is_some() {
         println!("auth: bearer token required on /v1");
     }
+    let max_connections = args.max_connections.map_or_else(
+        || crate::http::server::default_max_connections(open_files),
+        |n| n as usize,
+    );
+    println!(
+        "http: at most {max_connections} connections (open-files limit {}); timeouts: header {}, body {}, idle {}",
+        open_files.map_or_else(|| "unknown".to_string(), |n| n.to_string()),
+        args.header_read_timeout,
+        args.body_read_timeout,
+        args.idle_timeout
+    );
     let state = AppState {
         node: node.clone(),
         limits: HttpLimits {
             max_body_bytes: args.max_body_bytes,
             max_batch_items: args.max_batch_items,
+            header_read_timeout: args.header_read_timeout.0,
+            body_read_timeout: args.body_read_timeout.0,
+            idle_timeout: args.idle_timeout.0,
+            max_connections: Some(max_connections),
         },
         auth_token: args.auth_token.map(Arc::from),
         metrics: Default::default(),

@@ -7,9 +7,11 @@ use axum::http::{HeaderMap, header};
 use bytes::Bytes;
 
 use super::error::ApiError;
+use super::server::BodyReadTimeout;
 
 /// Read the whole body, refusing more than `limit` bytes with 413 (by
-/// `Content-Length` before reading, or as soon as the stream passes it).
+/// `Content-Length` before reading, or as soon as the stream passes it); a
+/// body that stalls past the body read timeout is 408 `request_timeout`.
 pub async fn read_limited(
     headers: &HeaderMap,
     body: Body,
@@ -38,6 +40,9 @@ pub async fn read_limited(
         while let Some(current) = source {
             if current.is::<http_body_util::LengthLimitError>() {
                 return too_large(None);
+            }
+            if current.is::<BodyReadTimeout>() {
+                return ApiError::request_timeout(current.to_string());
             }
             source = current.source();
         }
@@ -93,6 +98,10 @@ mod tests {
         assert!(no_params(RawQuery(Some(String::new()))).is_ok());
         let error = no_params(RawQuery(Some("durability=bogus&x".into()))).unwrap_err();
         assert_eq!(error.code, "invalid_request");
-        assert!(error.message.contains("`durability`, `x`"), "{}", error.message);
+        assert!(
+            error.message.contains("`durability`, `x`"),
+            "{}",
+            error.message
+        );
     }
 }

@@ -50,6 +50,11 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message).with("limit", json!(limit))
     }
 
+    /// 408 `request_timeout` (the connection is closed after the answer).
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", message)
+    }
+
     /// 401 `unauthorized`.
     pub fn unauthorized() -> Self {
         Self::new(
@@ -115,6 +120,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the request may still be on its way: do not read it.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.status == StatusCode::UNAUTHORIZED {
             response
