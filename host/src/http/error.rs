@@ -144,6 +144,15 @@ mod tests {
     use crate::store::StoreError;
 
     #[test]
+    fn a_request_timeout_closes_the_connection() {
+        let response = ApiError::request_timeout("stalled").into_response();
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(response.headers().get(header::CONNECTION).unwrap(), "close");
+        let other = ApiError::invalid_request("bad").into_response();
+        assert!(!other.headers().contains_key(header::CONNECTION));
+    }
+
+    #[test]
     fn every_node_error_maps_to_its_status_and_code() {
         let cases: Vec<(Error, u16, &str)> = vec![
             (
