@@ -88,11 +88,12 @@ impl Server {
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         stdout.read_line(&mut line).expect("read the listen line");
-        let url = line
-            .trim()
-            .strip_prefix("ebb listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_string();
+        let Some(url) = line.trim().strip_prefix("ebb listening on ") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("unexpected first line: {line:?}");
+        };
+        let url = url.to_string();
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in stdout.lines() {});
         Server {

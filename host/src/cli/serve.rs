@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use sha2::Digest;
 
 use super::duration::{HumanDuration, parse_duration, positive_duration};
 use crate::Node;
@@ -133,21 +132,11 @@ async fn install_plugin_dir(node: &Node, dir: &std::path::Path) {
         let Ok(bytes) = std::fs::read(&file) else {
             continue;
         };
-        let sha: String = sha2::Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        if node
-            .plugins()
-            .get(&name)
-            .is_some_and(|v| v.info.sha256 == sha)
-        {
-            continue;
-        }
         let installer = node.clone();
         let installed =
             tokio::task::spawn_blocking(move || installer.install_plugin(&name, &bytes)).await;
         match installed {
+            Ok(Ok(installed)) if installed.unchanged => {}
             Ok(Ok(installed)) => println!(
                 "plugin {} version {} installed from {}",
                 installed.version.name,
@@ -256,17 +245,6 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(dir) = &args.plugin_dir {
-        install_plugin_dir(&node, dir).await;
-    }
-    if args.demo {
-        match load_demo(&node).await {
-            Ok(0) => {}
-            Ok(n) => println!("demo: loaded {n} records into table requests"),
-            Err(error) => eprintln!("warning: demo data not loaded: {error}"),
-        }
-        bind_demo_archive(&node).await;
-    }
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -287,6 +265,19 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     );
     if args.auth_token.is_some() {
         println!("auth: bearer token required on /v1");
+    }
+    // After the listening line, which stays the first line printed;
+    // connections wait in the listen queue until serving starts below.
+    if let Some(dir) = &args.plugin_dir {
+        install_plugin_dir(&node, dir).await;
+    }
+    if args.demo {
+        match load_demo(&node).await {
+            Ok(0) => {}
+            Ok(n) => println!("demo: loaded {n} records into table requests"),
+            Err(error) => eprintln!("warning: demo data not loaded: {error}"),
+        }
+        bind_demo_archive(&node).await;
     }
     let max_connections = args.max_connections.map_or_else(
         || crate::http::server::default_max_connections(open_files),

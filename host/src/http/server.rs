@@ -75,50 +75,33 @@ pub struct BodyReadTimeout(pub Duration);
 /// most 2^20). Answers the soft limit in force afterwards; `None` where it
 /// cannot be read. A limit that cannot be raised is left as it is.
 pub fn raise_open_files_limit() -> Option<u64> {
-    #[cfg(unix)]
-    {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
+    let limit = open_files()?;
+    let wanted = limit.rlim_max.min(OPEN_FILES_CEILING);
+    if wanted > limit.rlim_cur {
+        let raised = libc::rlimit {
+            rlim_cur: wanted,
+            rlim_max: limit.rlim_max,
         };
-        // SAFETY: getrlimit only writes the struct it is given, which we own.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-            return None;
+        // SAFETY: setrlimit only reads the struct it is given.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Some(wanted);
         }
-        let wanted = limit.rlim_max.min(OPEN_FILES_CEILING);
-        if wanted > limit.rlim_cur {
-            let raised = libc::rlimit {
-                rlim_cur: wanted,
-                rlim_max: limit.rlim_max,
-            };
-            // SAFETY: setrlimit only reads the struct it is given.
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-                return Some(wanted);
-            }
-        }
-        Some(limit.rlim_cur)
     }
-    #[cfg(not(unix))]
-    {
-        None
-    }
+    Some(limit.rlim_cur)
 }
 
 /// The soft open-files limit now in force, `None` where it cannot be read.
 pub fn open_files_limit() -> Option<u64> {
-    #[cfg(unix)]
-    {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit only writes the struct it is given, which we own.
-        (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_cur)
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
+    open_files().map(|limit| limit.rlim_cur)
+}
+
+fn open_files() -> Option<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given, which we own.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit)
 }
 
 /// The connection cap when none is configured: half the open-files limit
