@@ -30,7 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut names = Vec::new();
             for name in ["json", "stats"] {
                 let bytes = module(name).map_err(|e| e.to_string())?;
-                let version = store.install_plugin(name, &bytes)?;
+                let version = store.install_plugin(name, &bytes)?.version;
                 names.push(format!(
                     "{} v{} ({} functions)",
                     version.name,

@@ -31,9 +31,8 @@ use serde_json::{Value as Json, json};
 use bodies::Expect;
 use target::{Reply, Request, Target, fail, fuzz};
 
-/// Switches for the cases that fail on code without the fixes of issue
-/// #13 (hardening); each names what to set once its fix has merged.
-pub mod known {
+/// Sizes of the largest generated cases.
+pub mod sizes {
     /// Longest operator chain generated (`1+1+...`, `||`, `AND`, ...):
     /// past the 64 KiB SQL limit, so every length the server can be sent
     /// is tried (the depth bound refuses long ones by name).
@@ -45,18 +44,6 @@ pub mod known {
     /// Largest parameter concatenated (`? || ? || ? || ?`): the per-page
     /// and per-query byte budgets bound what such queries build.
     pub const MAX_CONCAT_PARAM_BYTES: usize = 1 << 20;
-    /// `GET /v1/tables/{t}/keys/{k}?bogus=1` answers 200 today; set to
-    /// true once unknown query parameters are refused there too.
-    pub const GET_REFUSES_UNKNOWN_PARAMS: bool = false;
-    /// `PUT /v1/tables/t/keys/` answers 404 today; docs say 400
-    /// `invalid_request` for an empty key. Set to true once fixed.
-    pub const EMPTY_KEY_IS_INVALID_REQUEST: bool = false;
-    /// `PUT /v1/plugins/ebb_x` installs today; plugin names follow table
-    /// names, where `ebb_` is reserved. Set to true once refused.
-    pub const EBB_PREFIX_RESERVED_FOR_PLUGINS: bool = false;
-    /// `{"cursor": c, "page_size": 5}` ignores `page_size` today; set to
-    /// true once a cursor request with other fields is refused.
-    pub const CURSOR_ALONE: bool = false;
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -117,8 +104,8 @@ fn reply_copy(reply: &Reply) -> Reply {
 }
 
 fn sql_query() -> impl Strategy<Value = sql_text::Query> {
-    let chain = env_usize("EBB_FUZZ_MAX_CHAIN", known::MAX_CHAIN_TERMS);
-    let nesting = env_usize("EBB_FUZZ_MAX_NESTING", known::MAX_NESTING);
+    let chain = env_usize("EBB_FUZZ_MAX_CHAIN", sizes::MAX_CHAIN_TERMS);
+    let nesting = env_usize("EBB_FUZZ_MAX_NESTING", sizes::MAX_NESTING);
     prop_oneof![
         10 => sql_text::select(),
         8 => sql_text::mutated_select(),
@@ -127,7 +114,7 @@ fn sql_query() -> impl Strategy<Value = sql_text::Query> {
         2 => sql_text::nesting(nesting),
         1 => sql_text::long_list(),
         1 => sql_text::at_text_limit(),
-        1 => sql_text::large_params(known::MAX_CONCAT_PARAM_BYTES),
+        1 => sql_text::large_params(sizes::MAX_CONCAT_PARAM_BYTES),
     ]
 }
 
@@ -327,8 +314,9 @@ fn mutated_cursors_are_refused_with_invalid_cursor_and_forged_ones_never_get_a_5
         }
         Ok(())
     });
-    // A continuation that adds other fields (documented: send the cursor alone).
-    if known::CURSOR_ALONE {
+    // A continuation that adds params or page_size is refused (they belong
+    // to the cursor).
+    {
         let world = world.borrow();
         let (_, token) = &world.real[0];
         for extra in [json!({"page_size": 5}), json!({"params": [1]})] {

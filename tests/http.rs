@@ -253,6 +253,11 @@ fn bad_input_gets_a_4xx_with_a_code_and_what_to_fix() {
         ("POST", format!("{base}/v1/tables/t/batch"), Some(vec![b' '; 5000]), 413, "too_large", "--max-body-bytes"),
         ("POST", format!("{base}/v1/tables/t/keys/k"), Some(b"v".to_vec()), 405, "method_not_allowed", "method"),
         ("GET", format!("{base}/v2/nothing"), None, 404, "not_found", "no such route"),
+        ("PUT", format!("{base}/v1/tables/t/keys/"), Some(b"v".to_vec()), 400, "invalid_request", "key must not be empty"),
+        ("GET", format!("{base}/v1/tables/t/keys/"), None, 400, "invalid_request", "1 to 4096 bytes"),
+        ("DELETE", format!("{base}/v1/tables/t/keys/"), None, 400, "invalid_request", "key must not be empty"),
+        ("PUT", format!("{base}/v1/tables/bad-name/keys/"), Some(b"v".to_vec()), 400, "invalid_request", "table name"),
+        ("PATCH", format!("{base}/v1/tables/t/keys/"), None, 405, "method_not_allowed", "method"),
     ];
     for (method, url, body, status, code, hint) in cases {
         let answer = call(method, &url, &[], body.as_deref());
@@ -311,5 +316,117 @@ fn health_and_metrics_describe_the_node() {
     ] {
         assert!(text.contains(expected), "metrics lack {expected}:\n{text}");
     }
+    assert_eq!(server.stop(), 0);
+}
+
+#[test]
+fn every_v1_route_refuses_query_parameters_it_does_not_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let base = &server.url;
+    assert_eq!(
+        call("PUT", &key_url(&server, "t", "k"), &[], Some(b"v")).status,
+        200
+    );
+    let sql = br#"{"sql": "SELECT key FROM t"}"#.to_vec();
+    let bind = br#"{"plugin": "p", "function": "f"}"#.to_vec();
+    // (method, url, body, the parameter the message must name)
+    type Case<'a> = (&'a str, String, Option<Vec<u8>>, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "GET",
+            format!("{base}/v1/tables/t/keys/k?durability=bogus"),
+            None,
+            "durability",
+        ),
+        (
+            "PUT",
+            format!("{base}/v1/tables/t/keys/k?bogus=1"),
+            Some(b"v".to_vec()),
+            "bogus",
+        ),
+        (
+            "DELETE",
+            format!("{base}/v1/tables/t/keys/k?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "POST",
+            format!("{base}/v1/tables/t/batch?bogus=1"),
+            Some(b"[]".to_vec()),
+            "bogus",
+        ),
+        ("GET", format!("{base}/v1/tables?bogus=1"), None, "bogus"),
+        (
+            "POST",
+            format!("{base}/v1/sql?page_size=5"),
+            Some(sql),
+            "page_size",
+        ),
+        ("GET", format!("{base}/v1/plugins?bogus"), None, "bogus"),
+        ("GET", format!("{base}/v1/plugins/p?bogus=1"), None, "bogus"),
+        (
+            "PUT",
+            format!("{base}/v1/plugins/p?bogus=1"),
+            Some(b"x".to_vec()),
+            "bogus",
+        ),
+        (
+            "DELETE",
+            format!("{base}/v1/plugins/p?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "PUT",
+            format!("{base}/v1/tables/t/expiry-handler?bogus=1"),
+            Some(bind),
+            "bogus",
+        ),
+        (
+            "GET",
+            format!("{base}/v1/tables/t/expiry-handler?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "DELETE",
+            format!("{base}/v1/tables/t/expiry-handler?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "GET",
+            format!("{base}/v1/tables/t/expiry/dead-letters?bogus=1"),
+            None,
+            "bogus",
+        ),
+        (
+            "POST",
+            format!("{base}/v1/tables/t/expiry/dead-letters/redrive?bogus=1"),
+            None,
+            "bogus",
+        ),
+    ];
+    for (method, url, body, name) in cases {
+        let answer = call(method, &url, &[], body.as_deref());
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (400, "invalid_request"),
+            "{method} {url}: {}",
+            answer.text()
+        );
+        assert!(
+            answer.text().contains(&format!("`{name}`")),
+            "{method} {url}: {}",
+            answer.text()
+        );
+    }
+    assert_eq!(
+        call("GET", &key_url(&server, "t", "k"), &[], None).body,
+        b"v",
+        "refused requests changed nothing"
+    );
     assert_eq!(server.stop(), 0);
 }

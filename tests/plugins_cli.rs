@@ -81,3 +81,26 @@ fn plugins_are_called_locally_pushed_listed_and_used_in_sql() {
     assert!(err.contains("not_found"), "{err}");
     assert_eq!(server.stop(), 0);
 }
+
+#[test]
+fn a_plugin_dir_installs_each_module_once_across_restarts() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        wasm("ebb_plugin_json"),
+        plugins.path().join("ebb_plugin_json.wasm"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--plugin-dir", plugins.path().to_str().unwrap()];
+    let detail = |server: &Server| {
+        common::call("GET", &format!("{}/v1/plugins/json", server.url), &[], None).json()
+    };
+    let server = Server::start(dir.path(), &args);
+    assert_eq!(detail(&server)["version"], 1);
+    assert_eq!(server.stop(), 0);
+    let server = Server::start(dir.path(), &args);
+    let again = detail(&server);
+    assert_eq!(again["version"], 1, "the same bytes are not a new version");
+    assert_eq!(again["versions"].as_array().unwrap().len(), 1);
+    assert_eq!(server.stop(), 0);
+}

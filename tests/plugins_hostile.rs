@@ -161,8 +161,22 @@ fn a_raw_abi_plugin_works_in_sql() {
         );
         assert!(answer.text().contains(says), "{text}: {}", answer.text());
     }
-    // Replacing creates version 2; the listing and detail show it.
-    assert_eq!(upload(&server, "good", &healthy()).json()["version"], 2);
+    // The same bytes again store nothing and answer the current version.
+    let again = upload(&server, "good", &healthy());
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(
+        (
+            again.json()["version"].clone(),
+            again.json()["unchanged"].clone()
+        ),
+        (json!(1), json!(true))
+    );
+    // Other bytes create version 2; the listing and detail show it.
+    let replaced = upload(&server, "good", &answering(7)).json();
+    assert_eq!(
+        (replaced["version"].clone(), replaced["unchanged"].clone()),
+        (json!(2), json!(false))
+    );
     let detail = call("GET", &format!("{}/v1/plugins/good", server.url), &[], None).json();
     assert_eq!(detail["versions"].as_array().unwrap().len(), 2);
     let list = call("GET", &format!("{}/v1/plugins", server.url), &[], None).json();
@@ -217,6 +231,14 @@ fn bad_uploads_are_refused_with_the_reason() {
         assert_eq!(answer.code(), code, "{what}");
         assert!(answer.text().contains(says), "{what}: {}", answer.text());
     }
+    let reserved = upload(&server, "EBB_good", &healthy());
+    assert_eq!(
+        (reserved.status, reserved.code().as_str()),
+        (422, "plugin_invalid"),
+        "{}",
+        reserved.text()
+    );
+    assert!(reserved.text().contains("reserved"), "{}", reserved.text());
     assert_eq!(
         call("GET", &format!("{}/v1/plugins/bad", server.url), &[], None).status,
         404,
@@ -489,5 +511,62 @@ async fn replacing_a_plugin_does_not_change_a_running_query() {
         ebb_query::Value::Int(7),
         "new queries use the new version"
     );
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_uploads_keep_one_version_and_old_versions_are_pruned_with_their_blobs() {
+    use std::sync::Arc;
+
+    use ebb_host::plugin::PluginRegistry;
+    use ebb_host::store::{Family, KvStore, MemoryStore};
+    use ebb_host::{Node, NodeConfig};
+
+    let mut config = NodeConfig::new("unused").fragments(1);
+    config.plugins.max_versions = 3;
+    let store = Arc::new(MemoryStore::new());
+    let node = Node::open_with_store(config, store.clone()).await.unwrap();
+    let first = node.install_plugin("p", &answering(0)).unwrap();
+    assert_eq!((first.version.info.version, first.unchanged), (1, false));
+    for _ in 0..150 {
+        let again = node.install_plugin("P", &answering(0)).unwrap();
+        assert_eq!((again.version.info.version, again.unchanged), (1, true));
+    }
+    assert_eq!(node.plugins().history("p").len(), 1, "no version was added");
+    for answer in 1..=5 {
+        let next = node.install_plugin("p", &answering(answer)).unwrap();
+        assert_eq!(next.version.info.version, answer as u32 + 1);
+    }
+    let versions = |history: Vec<ebb_host::plugin::VersionInfo>| -> Vec<u32> {
+        history.iter().map(|v| v.version).collect()
+    };
+    assert_eq!(versions(node.plugins().history("p")), [4, 5, 6]);
+    let mut keys = Vec::new();
+    store
+        .scan_family(Family::Plugins, b"v1/p/", &mut |key, _| {
+            keys.push(String::from_utf8_lossy(key).into_owned());
+            Ok(())
+        })
+        .unwrap();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "v1/p/0000000004/info",
+            "v1/p/0000000005/info",
+            "v1/p/0000000006/artifact",
+            "v1/p/0000000006/info",
+            "v1/p/0000000006/manifest",
+            "v1/p/0000000006/module",
+        ],
+        "only the current version keeps its module, manifest and artifact; pruned versions are gone"
+    );
+    let reloaded = PluginRegistry::load(node.plugins().runtime().clone(), &*store).unwrap();
+    assert_eq!(
+        versions(reloaded.history("p")),
+        [4, 5, 6],
+        "a restart sees the same versions"
+    );
+    assert_eq!(reloaded.get("p").unwrap().info.version, 6);
     node.shutdown().await.unwrap();
 }

@@ -226,6 +226,21 @@ fn every_sql_error_has_its_status_and_code() {
             "invalid_cursor",
         ),
         (json!({"cursor": cursor.clone()}), 409, "query_changed"),
+        (
+            json!({"sql": "SELECT key FROM t", "cursor": cursor.clone()}),
+            409,
+            "query_changed",
+        ),
+        (
+            json!({"cursor": cursor.clone(), "params": []}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"cursor": cursor.clone(), "page_size": 10}),
+            400,
+            "invalid_request",
+        ),
         (json!({"sql": huge}), 413, "too_large"),
         (
             json!({"sql": "SELECT count(value) FROM big"}),
@@ -245,6 +260,18 @@ fn every_sql_error_has_its_status_and_code() {
             assert_eq!(answer.code(), code, "{body}");
         }
     }
+    let fixed = sql_call(
+        &server,
+        json!({"cursor": cursor.clone(), "params": [1], "page_size": 10}),
+        None,
+    );
+    assert!(
+        fixed
+            .text()
+            .contains(r#"remove \"params\" and \"page_size\""#),
+        "the refusal names the fields: {}",
+        fixed.text()
+    );
     let relaxed = sql_call(
         &server,
         json!({"cursor": cursor, "consistency": "relaxed"}),

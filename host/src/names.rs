@@ -7,8 +7,8 @@ use std::sync::Arc;
 pub const MAX_KEY_BYTES: usize = 4096;
 /// Longest table name in bytes.
 pub const MAX_TABLE_NAME_BYTES: usize = 63;
-/// Prefix reserved for system tables.
-pub const RESERVED_TABLE_PREFIX: &str = "ebb_";
+/// Prefix reserved for the system: no table or plugin name may start with it.
+pub const RESERVED_PREFIX: &str = "ebb_";
 
 /// A validated table name: `[a-z_][a-z0-9_]{0,62}`, stored lower-case.
 /// Cloning is cheap.
@@ -32,8 +32,22 @@ pub enum NameError {
         /// The name as given.
         name: String,
     },
+    /// The plugin name does not match the allowed pattern.
+    #[error(
+        "invalid plugin name {name:?}: use 1 to 63 characters from a-z, 0-9 and _, not starting with a digit"
+    )]
+    InvalidPlugin {
+        /// The name as given (shortened when very long).
+        name: String,
+    },
+    /// The plugin name starts with the reserved prefix.
+    #[error("plugin name {name:?} is reserved: names starting with `ebb_` belong to the system")]
+    ReservedPlugin {
+        /// The name as given.
+        name: String,
+    },
     /// The key is empty.
-    #[error("key must not be empty")]
+    #[error("key must not be empty: a key is 1 to {MAX_KEY_BYTES} bytes of UTF-8")]
     EmptyKey,
     /// The key is longer than [`MAX_KEY_BYTES`].
     #[error("key is {len} bytes; keys are at most {MAX_KEY_BYTES} bytes")]
@@ -47,8 +61,8 @@ impl TableName {
     /// Validate a user-supplied table name. Names are case-insensitive and
     /// stored lower-case; the `ebb_` prefix is refused.
     pub fn new(name: &str) -> Result<Self, NameError> {
-        let table = Self::parse(name)?;
-        if table.0.starts_with(RESERVED_TABLE_PREFIX) {
+        let table = Self::system(name)?;
+        if table.0.starts_with(RESERVED_PREFIX) {
             return Err(NameError::ReservedTable {
                 name: name.to_string(),
             });
@@ -59,23 +73,11 @@ impl TableName {
     /// Validate a name that may use the reserved prefix (system tables and
     /// names read back from storage).
     pub fn system(name: &str) -> Result<Self, NameError> {
-        Self::parse(name)
-    }
-
-    fn parse(name: &str) -> Result<Self, NameError> {
-        let lower = name.to_ascii_lowercase();
-        let bytes = lower.as_bytes();
-        let valid = !bytes.is_empty()
-            && bytes.len() <= MAX_TABLE_NAME_BYTES
-            && (bytes[0].is_ascii_lowercase() || bytes[0] == b'_')
-            && bytes
-                .iter()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_');
-        if !valid {
-            let shown: String = name.chars().take(80).collect();
-            return Err(NameError::InvalidTable { name: shown });
-        }
-        Ok(Self(Arc::from(lower)))
+        identifier(name)
+            .map(|lower| Self(Arc::from(lower)))
+            .ok_or_else(|| NameError::InvalidTable {
+                name: name.chars().take(80).collect(),
+            })
     }
 
     /// The lower-case name.
@@ -88,6 +90,34 @@ impl fmt::Display for TableName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// `name` lower-cased if it matches `[a-z_][a-z0-9_]{0,62}` (case-insensitive):
+/// the one shape of table and plugin names.
+fn identifier(name: &str) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let valid = !bytes.is_empty()
+        && bytes.len() <= MAX_TABLE_NAME_BYTES
+        && (bytes[0].is_ascii_lowercase() || bytes[0] == b'_')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_');
+    valid.then_some(lower)
+}
+
+/// Validate a user-supplied plugin name: the shape of table names, stored
+/// lower-case; the `ebb_` prefix is refused.
+pub fn plugin_name(name: &str) -> Result<String, NameError> {
+    let lower = identifier(name).ok_or_else(|| NameError::InvalidPlugin {
+        name: name.chars().take(80).collect(),
+    })?;
+    if lower.starts_with(RESERVED_PREFIX) {
+        return Err(NameError::ReservedPlugin {
+            name: name.to_string(),
+        });
+    }
+    Ok(lower)
 }
 
 /// Check a key: UTF-8 (guaranteed by `&str`), 1 to [`MAX_KEY_BYTES`] bytes.
@@ -121,6 +151,25 @@ mod tests {
             Err(NameError::ReservedTable { .. })
         ));
         assert!(TableName::system("ebb_meta").is_ok());
+    }
+
+    #[test]
+    fn plugin_names_follow_table_names_and_the_reserved_prefix_is_refused() {
+        assert_eq!(plugin_name("Json").unwrap(), "json");
+        assert_eq!(plugin_name("_p9").unwrap(), "_p9");
+        for bad in ["", "9lives", "a-b", "é", &"a".repeat(64)] {
+            assert!(
+                matches!(plugin_name(bad), Err(NameError::InvalidPlugin { .. })),
+                "{bad:?} must be refused"
+            );
+        }
+        for reserved in ["ebb_x", "EBB_json", "ebb_"] {
+            assert!(
+                matches!(plugin_name(reserved), Err(NameError::ReservedPlugin { .. })),
+                "{reserved:?} must be refused"
+            );
+        }
+        assert!(plugin_name("ebbx").is_ok());
     }
 
     #[test]

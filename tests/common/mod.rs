@@ -40,7 +40,33 @@ pub struct Server {
 impl Server {
     /// Start `ebb serve` on `data_dir` with extra arguments; waits until it listens.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(ebb_bin())
+        Self::spawn(Self::command(data_dir, extra), data_dir)
+    }
+
+    /// [`Server::start`] with the open-files limit (soft and hard) set to
+    /// `open_files`, so the server cannot raise it.
+    pub fn start_with_open_files(data_dir: &Path, extra: &[&str], open_files: u64) -> Server {
+        use std::os::unix::process::CommandExt;
+        let mut command = Self::command(data_dir, extra);
+        // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: open_files,
+                    rlim_max: open_files,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Self::spawn(command, data_dir)
+    }
+
+    fn command(data_dir: &Path, extra: &[&str]) -> Command {
+        let mut command = Command::new(ebb_bin());
+        command
             .args([
                 "serve",
                 "--listen",
@@ -53,17 +79,21 @@ impl Server {
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start ebb serve");
+            .stderr(Stdio::inherit());
+        command
+    }
+
+    fn spawn(mut command: Command, data_dir: &Path) -> Server {
+        let mut child = command.spawn().expect("start ebb serve");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         stdout.read_line(&mut line).expect("read the listen line");
-        let url = line
-            .trim()
-            .strip_prefix("ebb listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_string();
+        let Some(url) = line.trim().strip_prefix("ebb listening on ") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("unexpected first line: {line:?}");
+        };
+        let url = url.to_string();
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in stdout.lines() {});
         Server {
@@ -73,12 +103,26 @@ impl Server {
         }
     }
 
-    /// SIGTERM, then wait (bounded) for a clean exit; returns the exit code.
-    pub fn stop(mut self) -> i32 {
-        let mut child = self.child.take().unwrap();
-        let pid = child.id() as i32;
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Send SIGTERM (the server starts its graceful shutdown) without waiting.
+    pub fn terminate(&self) {
         // SAFETY: sending a signal to our own child process.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+        unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
+    }
+
+    /// SIGTERM, then wait (bounded) for a clean exit; returns the exit code.
+    pub fn stop(self) -> i32 {
+        self.terminate();
+        self.wait()
+    }
+
+    /// Wait (bounded) for the server to exit; returns the exit code.
+    pub fn wait(mut self) -> i32 {
+        let mut child = self.child.take().unwrap();
         let started = Instant::now();
         loop {
             if let Some(status) = child.try_wait().unwrap() {

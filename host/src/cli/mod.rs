@@ -59,6 +59,8 @@ pub enum Format {
 }
 
 /// Commands.
+// Parsed once per process: the size of `Serve` costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the server until SIGINT or SIGTERM.

@@ -188,7 +188,12 @@ pub fn run(
             let body = reply.json()?;
             match format {
                 Format::Human => println!(
-                    "installed {} version {} (sha256 {})",
+                    "{} {} version {} (sha256 {})",
+                    if body["unchanged"] == true {
+                        "already installed:"
+                    } else {
+                        "installed"
+                    },
                     body["name"].as_str().unwrap_or("?"),
                     body["version"],
                     body["sha256"].as_str().unwrap_or("?")

@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use sha2::Digest;
 
-use super::duration::parse_duration;
+use super::duration::{HumanDuration, parse_duration, positive_duration};
 use crate::Node;
 use crate::http::{AppState, HttpLimits, serve};
 use crate::node::config::NodeConfig;
@@ -89,6 +88,30 @@ pub struct ServeArgs {
     /// Bytes one SQL query may hold at once (parameters, buffered rows, groups).
     #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_query_bytes)]
     pub max_query_bytes: usize,
+    /// Versions recorded per plugin, the current one included (0 counts as
+    /// 1); older ones are deleted.
+    #[arg(long, default_value_t = crate::plugin::PluginLimits::default().max_versions)]
+    pub max_plugin_versions: usize,
+    /// Longest a client may take to send a request's line and headers
+    /// (from the accept for a connection's first request, from the first
+    /// byte for later ones); past it the connection is closed.
+    #[arg(long, value_parser = positive_duration,
+          default_value_t = HumanDuration(HttpLimits::default().header_read_timeout))]
+    pub header_read_timeout: HumanDuration,
+    /// Longest a request body may stall (nothing arriving) while it is
+    /// read; past it the request fails with 408 and the connection closes.
+    #[arg(long, value_parser = positive_duration,
+          default_value_t = HumanDuration(HttpLimits::default().body_read_timeout))]
+    pub body_read_timeout: HumanDuration,
+    /// Longest a keep-alive connection may wait for its next request.
+    #[arg(long, value_parser = positive_duration,
+          default_value_t = HumanDuration(HttpLimits::default().idle_timeout))]
+    pub idle_timeout: HumanDuration,
+    /// Most HTTP connections open at once; more are answered 503 and closed
+    /// at once [default: half the open-files limit, 32 to 16384; the soft
+    /// limit is first raised to the hard one].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
 }
 
 /// Install the modules in `dir` whose bytes differ from the installed version.
@@ -115,25 +138,15 @@ async fn install_plugin_dir(node: &Node, dir: &std::path::Path) {
         let Ok(bytes) = std::fs::read(&file) else {
             continue;
         };
-        let sha: String = sha2::Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        if node
-            .plugins()
-            .get(&name)
-            .is_some_and(|v| v.info.sha256 == sha)
-        {
-            continue;
-        }
         let installer = node.clone();
         let installed =
             tokio::task::spawn_blocking(move || installer.install_plugin(&name, &bytes)).await;
         match installed {
-            Ok(Ok(version)) => println!(
+            Ok(Ok(installed)) if installed.unchanged => {}
+            Ok(Ok(installed)) => println!(
                 "plugin {} version {} installed from {}",
-                version.name,
-                version.info.version,
+                installed.version.name,
+                installed.version.info.version,
                 file.display()
             ),
             Ok(Err(error)) => eprintln!("warning: {}: {error}", file.display()),
@@ -210,6 +223,8 @@ async fn signal() {
 
 /// Run the server until SIGINT or SIGTERM; a second signal exits at once.
 pub async fn run(args: ServeArgs) -> ExitCode {
+    // Before the store opens its files: connections and the store share the limit.
+    let open_files = crate::http::server::raise_open_files_limit();
     let mut config = NodeConfig::new(&args.data_dir)
         .max_value_bytes(args.max_value_bytes)
         .flush_interval(args.flush_interval)
@@ -230,6 +245,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     config.expiry.backoff_base = args.expiry_backoff;
     config.expiry.backoff_max = args.expiry_backoff_max;
     config.expiry.concurrency = args.expiry_concurrency;
+    config.plugins.max_versions = args.max_plugin_versions;
     let node = match Node::open(config).await {
         Ok(node) => node,
         Err(error) => {
@@ -237,17 +253,6 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(dir) = &args.plugin_dir {
-        install_plugin_dir(&node, dir).await;
-    }
-    if args.demo {
-        match load_demo(&node).await {
-            Ok(0) => {}
-            Ok(n) => println!("demo: loaded {n} records into table requests"),
-            Err(error) => eprintln!("warning: demo data not loaded: {error}"),
-        }
-        bind_demo_archive(&node).await;
-    }
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -269,11 +274,39 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     if args.auth_token.is_some() {
         println!("auth: bearer token required on /v1");
     }
+    // After the listening line, which stays the first line printed;
+    // connections wait in the listen queue until serving starts below.
+    if let Some(dir) = &args.plugin_dir {
+        install_plugin_dir(&node, dir).await;
+    }
+    if args.demo {
+        match load_demo(&node).await {
+            Ok(0) => {}
+            Ok(n) => println!("demo: loaded {n} records into table requests"),
+            Err(error) => eprintln!("warning: demo data not loaded: {error}"),
+        }
+        bind_demo_archive(&node).await;
+    }
+    let max_connections = args.max_connections.map_or_else(
+        || crate::http::server::default_max_connections(open_files),
+        |n| n as usize,
+    );
+    println!(
+        "http: at most {max_connections} connections (open-files limit {}); timeouts: header {}, body {}, idle {}",
+        open_files.map_or_else(|| "unknown".to_string(), |n| n.to_string()),
+        args.header_read_timeout,
+        args.body_read_timeout,
+        args.idle_timeout
+    );
     let state = AppState {
         node: node.clone(),
         limits: HttpLimits {
             max_body_bytes: args.max_body_bytes,
             max_batch_items: args.max_batch_items,
+            header_read_timeout: args.header_read_timeout.0,
+            body_read_timeout: args.body_read_timeout.0,
+            idle_timeout: args.idle_timeout.0,
+            max_connections: Some(max_connections),
         },
         auth_token: args.auth_token.map(Arc::from),
         metrics: Default::default(),

@@ -93,6 +93,8 @@ pub fn run(
     let mut body = json!({});
     if let Some(sql) = sql {
         body["sql"] = json!(sql);
+    }
+    if !options.params.is_empty() {
         body["params"] = Value::Array(options.params.iter().map(|p| param(p)).collect());
     }
     if let Some(cursor) = &options.cursor {

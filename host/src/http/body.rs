@@ -2,14 +2,16 @@
 
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query};
+use axum::extract::{Path, Query, RawQuery};
 use axum::http::{HeaderMap, header};
 use bytes::Bytes;
 
 use super::error::ApiError;
+use super::server::BodyReadTimeout;
 
 /// Read the whole body, refusing more than `limit` bytes with 413 (by
-/// `Content-Length` before reading, or as soon as the stream passes it).
+/// `Content-Length` before reading, or as soon as the stream passes it); a
+/// body that stalls past the body read timeout is 408 `request_timeout`.
 pub async fn read_limited(
     headers: &HeaderMap,
     body: Body,
@@ -39,6 +41,9 @@ pub async fn read_limited(
             if current.is::<http_body_util::LengthLimitError>() {
                 return too_large(None);
             }
+            if current.is::<BodyReadTimeout>() {
+                return ApiError::request_timeout(current.to_string());
+            }
             source = current.source();
         }
         ApiError::invalid_request(format!("could not read the request body: {error}"))
@@ -57,4 +62,46 @@ pub fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> 
     query.map(|Query(value)| value).map_err(|rejection| {
         ApiError::invalid_request(format!("bad query string: {}", rejection.body_text()))
     })
+}
+
+/// Refuse any query parameter on a route that takes none: 400
+/// `invalid_request` naming them (as sent, still percent-encoded).
+pub fn no_params(query: RawQuery) -> Result<(), ApiError> {
+    let RawQuery(Some(query)) = query else {
+        return Ok(());
+    };
+    let names: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| pair.split('=').next().unwrap_or(pair))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid_request(format!(
+        "unknown query parameter {}: this route takes none",
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_without_parameters_names_the_ones_it_refuses() {
+        assert!(no_params(RawQuery(None)).is_ok());
+        assert!(no_params(RawQuery(Some(String::new()))).is_ok());
+        let error = no_params(RawQuery(Some("durability=bogus&x".into()))).unwrap_err();
+        assert_eq!(error.code, "invalid_request");
+        assert!(
+            error.message.contains("`durability`, `x`"),
+            "{}",
+            error.message
+        );
+    }
 }

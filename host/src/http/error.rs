@@ -50,6 +50,11 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message).with("limit", json!(limit))
     }
 
+    /// 408 `request_timeout` (the connection is closed after the answer).
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", message)
+    }
+
     /// 401 `unauthorized`.
     pub fn unauthorized() -> Self {
         Self::new(
@@ -116,6 +121,12 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the request may still be on its way: do not read it.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
@@ -131,6 +142,15 @@ mod tests {
     use crate::fragment::flush::BacklogFull;
     use crate::fragment::pool::Shed;
     use crate::store::StoreError;
+
+    #[test]
+    fn a_request_timeout_closes_the_connection() {
+        let response = ApiError::request_timeout("stalled").into_response();
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(response.headers().get(header::CONNECTION).unwrap(), "close");
+        let other = ApiError::invalid_request("bad").into_response();
+        assert!(!other.headers().contains_key(header::CONNECTION));
+    }
 
     #[test]
     fn every_node_error_maps_to_its_status_and_code() {

@@ -4,13 +4,13 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::body::{path, query, read_limited};
+use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
 use crate::expiry::event::hex;
 use crate::expiry::{BindRequest, Binding, ExpiryError, PendingEvent};
@@ -72,10 +72,12 @@ async fn json_body<T: serde::de::DeserializeOwned + Default>(
 pub async fn bind(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
+    params: RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let table = path(target)?;
+    no_params(params)?;
     let request: BindRequest = json_body(&headers, body, false).await?;
     let binding = app.node.bind_expiry(&table, request).await?;
     Ok(Json(binding_json(&table.to_ascii_lowercase(), &binding)))
@@ -85,8 +87,10 @@ pub async fn bind(
 pub async fn status(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
+    params: RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let table = path(target)?;
+    no_params(params)?;
     let status = app.node.expiry_status(&table).await?;
     let name = status.table.to_string();
     Ok(Json(json!({
@@ -200,10 +204,12 @@ pub struct RedriveBody {
 pub async fn redrive(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
+    params: RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let table = path(target)?;
+    no_params(params)?;
     let body: RedriveBody = json_body(&headers, body, true).await?;
     let (count, more) = app.node.redrive(&table, body.ids).await?;
     Ok(Json(json!({ "redriven": count, "more": more })))

@@ -3,15 +3,16 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::body::{path, query, read_limited};
+use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
+use crate::names::NameError;
 use crate::node::clock::now_ms;
 use crate::table::{Durability, Expiry, PutOptions};
 
@@ -94,8 +95,10 @@ pub async fn put_key(
 pub async fn get_key(
     State(app): State<AppState>,
     target: Result<Path<(String, String)>, PathRejection>,
+    params: RawQuery,
 ) -> Result<Response, ApiError> {
     let (table, key) = path(target)?;
+    no_params(params)?;
     let table = app.node.table(&table)?;
     let Some(entry) = table.get(&key).await? else {
         return Err(ApiError::not_found(format!(
@@ -140,13 +143,33 @@ pub async fn delete_key(
     }
 }
 
+/// `PUT`, `GET` or `DELETE /v1/tables/{t}/keys/` (an empty key): 400
+/// `invalid_request` with the key rule (a bad table name is named first).
+pub async fn empty_key(
+    State(app): State<AppState>,
+    target: Result<Path<String>, PathRejection>,
+) -> ApiError {
+    let table = match path(target) {
+        Ok(table) => table,
+        Err(error) => return error,
+    };
+    match app.node.table(&table) {
+        Ok(_) => crate::Error::InvalidName(NameError::EmptyKey).into(),
+        Err(error) => error.into(),
+    }
+}
+
 /// `GET /v1/tables`: tables with live record counts.
-pub async fn list_tables(State(app): State<AppState>) -> Json<serde_json::Value> {
+pub async fn list_tables(
+    State(app): State<AppState>,
+    params: RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    no_params(params)?;
     let tables: Vec<_> = app
         .node
         .tables()
         .into_iter()
         .map(|t| json!({ "name": t.name.as_str(), "live_records": t.live_records }))
         .collect();
-    Json(json!({ "tables": tables }))
+    Ok(Json(json!({ "tables": tables })))
 }

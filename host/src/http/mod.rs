@@ -8,10 +8,12 @@ pub mod expiry;
 pub mod kv;
 pub mod observe;
 pub mod plugins;
+pub mod server;
 pub mod sql;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -25,14 +27,31 @@ use crate::Node;
 use error::ApiError;
 use observe::HttpMetrics;
 
-/// Request-size limits of the HTTP layer (values are limited by the node's
-/// `max_value_bytes`).
+/// Limits of the HTTP layer: request sizes (values are limited by the
+/// node's `max_value_bytes`), timeouts and the connection cap. Documented
+/// in docs/http-api.md (server settings).
 #[derive(Debug, Clone, Copy)]
 pub struct HttpLimits {
     /// Largest batch body in bytes. Default 32 MiB.
     pub max_body_bytes: usize,
     /// Most items in one batch. Default 10 000.
     pub max_batch_items: usize,
+    /// Longest a client may take to send a request's line and headers,
+    /// counted from the accept for a connection's first request and from
+    /// the first byte for later ones; past it the connection is closed.
+    /// Default 10 s.
+    pub header_read_timeout: Duration,
+    /// Longest a handler waits for the next piece of a request body; past
+    /// it the request fails with 408 and the connection is closed.
+    /// Default 30 s.
+    pub body_read_timeout: Duration,
+    /// Longest a keep-alive connection may wait for its next request before
+    /// it is closed. Default 60 s.
+    pub idle_timeout: Duration,
+    /// Most connections open at once; one more is answered 503 and closed
+    /// at once. `None`: [`server::default_max_connections`] of the
+    /// open-files limit.
+    pub max_connections: Option<usize>,
 }
 
 impl Default for HttpLimits {
@@ -40,6 +59,10 @@ impl Default for HttpLimits {
         Self {
             max_body_bytes: 32 * 1024 * 1024,
             max_batch_items: 10_000,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: None,
         }
     }
 }
@@ -75,6 +98,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/tables/{table}/keys/{key}",
             put(kv::put_key).get(kv::get_key).delete(kv::delete_key),
+        )
+        .route(
+            "/v1/tables/{table}/keys/",
+            put(kv::empty_key).get(kv::empty_key).delete(kv::empty_key),
         )
         .route("/v1/tables/{table}/batch", post(batch::batch))
         .route(
@@ -117,14 +144,15 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serve `state` on `listener` until `shutdown` resolves, then finish the
-/// requests in flight. Does not shut the node down.
+/// Serve `state` on `listener` under `state.limits` until `shutdown`
+/// resolves, then finish the requests in flight (see [`server::run`]).
+/// Does not shut the node down.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = state.limits;
+    let metrics = state.metrics.clone();
+    server::run(listener, router(state), limits, metrics, shutdown).await
 }

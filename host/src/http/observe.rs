@@ -14,13 +14,16 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::server::ConnectionStats;
 use crate::metrics::{Histogram, PromWriter};
 
-/// Request counters and latency histograms, by route.
+/// Request counters and latency histograms, by route, and connection counters.
 #[derive(Default)]
 pub struct HttpMetrics {
     requests: Mutex<BTreeMap<(String, String, u16), u64>>,
     latency: Mutex<BTreeMap<String, Arc<Histogram>>>,
+    /// Connections open, refused and timed out.
+    pub connections: ConnectionStats,
 }
 
 impl HttpMetrics {
@@ -143,6 +146,7 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
             histogram,
         );
     }
+    connection_metrics(&mut out, &app.metrics.connections);
 
     let health = app.node.health().await;
     let fragments: Vec<_> = health
@@ -412,6 +416,53 @@ async fn expiry_metrics(app: &AppState, out: &mut PromWriter) {
             "ebb_expiry_lag_seconds",
             &[("table", table.as_str())],
             &s.lag,
+        );
+    }
+}
+
+fn connection_metrics(out: &mut PromWriter, stats: &ConnectionStats) {
+    let value = |counter: &std::sync::atomic::AtomicU64| {
+        counter.load(std::sync::atomic::Ordering::Relaxed) as f64
+    };
+    out.family(
+        "ebb_http_connections",
+        "gauge",
+        "HTTP connections open now.",
+    );
+    out.sample("ebb_http_connections", &[], value(&stats.open));
+    out.family(
+        "ebb_http_connections_refused_total",
+        "counter",
+        "Connections answered 503 and closed because --max-connections were open.",
+    );
+    out.sample(
+        "ebb_http_connections_refused_total",
+        &[],
+        value(&stats.refused),
+    );
+    out.family(
+        "ebb_http_accept_errors_total",
+        "counter",
+        "Failed accepts (out of descriptors or memory), each followed by a pause.",
+    );
+    out.sample(
+        "ebb_http_accept_errors_total",
+        &[],
+        value(&stats.accept_errors),
+    );
+    out.family(
+        "ebb_http_connections_timed_out_total",
+        "counter",
+        "Connections closed by the header read or idle timeout.",
+    );
+    for (reason, counter) in [
+        ("header", &stats.header_timeouts),
+        ("idle", &stats.idle_timeouts),
+    ] {
+        out.sample(
+            "ebb_http_connections_timed_out_total",
+            &[("reason", reason)],
+            value(counter),
         );
     }
 }

@@ -4,13 +4,13 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use ebb_proto::plugin::v1 as abi;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::body::{path, read_limited};
+use super::body::{no_params, path, read_limited};
 use super::error::ApiError;
 use crate::plugin::{PluginError, PluginVersion};
 
@@ -73,14 +73,18 @@ fn describe(version: &PluginVersion) -> Value {
     })
 }
 
-/// `PUT /v1/plugins/{name}`: the body is a wasm core module.
+/// `PUT /v1/plugins/{name}`: the body is a wasm core module. Answers the
+/// version with `"unchanged": true` when the bytes equal the current
+/// version's (nothing stored).
 pub async fn put_plugin(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
+    params: RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let name = path(target)?;
+    no_params(params)?;
     let limit = app.node.plugins().runtime().limits().max_module_bytes;
     let bytes = read_limited(
         &headers,
@@ -91,14 +95,20 @@ pub async fn put_plugin(
     )
     .await?;
     let node = app.node.clone();
-    let version = tokio::task::spawn_blocking(move || node.install_plugin(&name, &bytes))
+    let installed = tokio::task::spawn_blocking(move || node.install_plugin(&name, &bytes))
         .await
         .map_err(|e| ApiError::invalid_request(format!("install task failed: {e}")))??;
-    Ok(Json(describe(&version)))
+    let mut out = describe(&installed.version);
+    out["unchanged"] = json!(installed.unchanged);
+    Ok(Json(out))
 }
 
 /// `GET /v1/plugins`.
-pub async fn list_plugins(State(app): State<AppState>) -> Json<Value> {
+pub async fn list_plugins(
+    State(app): State<AppState>,
+    params: RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    no_params(params)?;
     let plugins: Vec<Value> = app
         .node
         .plugins()
@@ -106,15 +116,17 @@ pub async fn list_plugins(State(app): State<AppState>) -> Json<Value> {
         .iter()
         .map(|v| describe(v))
         .collect();
-    Json(json!({ "plugins": plugins }))
+    Ok(Json(json!({ "plugins": plugins })))
 }
 
 /// `GET /v1/plugins/{name}`: the current version, its functions and every version.
 pub async fn get_plugin(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
+    params: RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let name = path(target)?;
+    no_params(params)?;
     let registry = app.node.plugins();
     let version = registry
         .get(&name)
@@ -130,8 +142,10 @@ pub async fn get_plugin(
 pub async fn delete_plugin(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
+    params: RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let name = path(target)?;
+    no_params(params)?;
     let node = app.node.clone();
     let deleted = name.to_ascii_lowercase();
     tokio::task::spawn_blocking(move || node.remove_plugin(&name))

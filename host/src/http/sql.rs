@@ -4,7 +4,7 @@ use std::convert::Infallible;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -13,7 +13,7 @@ use serde_json::{Value as JsonValue, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::AppState;
-use super::body::read_limited;
+use super::body::{no_params, read_limited};
 use super::error::ApiError;
 use crate::exec::convert::{from_json, to_json};
 use crate::exec::{self, Consistency, QueryError, QueryRequest, QueryStats};
@@ -26,8 +26,7 @@ const MAX_SQL_BODY_BYTES: usize = 4 * 1024 * 1024;
 #[serde(deny_unknown_fields)]
 struct SqlBody {
     sql: Option<String>,
-    #[serde(default)]
-    params: Vec<JsonValue>,
+    params: Option<Vec<JsonValue>>,
     page_size: Option<usize>,
     cursor: Option<String>,
     consistency: Option<String>,
@@ -82,9 +81,33 @@ fn stats_json(stats: &QueryStats) -> JsonValue {
     })
 }
 
+/// Check a request body: a first request carries `sql` (and optionally
+/// `params`, `page_size`, `consistency`); a continuation carries `cursor`,
+/// optionally `consistency` and the cursor's own `sql`, and never `params`
+/// or `page_size`, which come from the cursor.
 fn parse_request(body: SqlBody) -> Result<QueryRequest, ApiError> {
+    if body.cursor.is_some() {
+        let fixed: Vec<&str> = [
+            ("params", body.params.is_some()),
+            ("page_size", body.page_size.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(field, given)| given.then_some(field))
+        .collect();
+        if !fixed.is_empty() {
+            return Err(ApiError::invalid_request(format!(
+                "a continuation takes its parameters and page size from the cursor; remove {} (send \"cursor\", optionally with \"consistency\")",
+                fixed
+                    .iter()
+                    .map(|f| format!("\"{f}\""))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            )));
+        }
+    }
     let params = body
         .params
+        .unwrap_or_default()
         .iter()
         .enumerate()
         .map(|(i, p)| {
@@ -125,9 +148,11 @@ fn wants_ndjson(headers: &HeaderMap) -> bool {
 /// `POST /v1/sql`.
 pub async fn sql(
     State(app): State<AppState>,
+    params: RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    no_params(params)?;
     let bytes = read_limited(
         &headers,
         body,

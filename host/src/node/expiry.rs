@@ -16,7 +16,7 @@ use crate::expiry::entries::{self, DeadLetterPage};
 use crate::expiry::event::{PendingEvent, parse_hex_id};
 use crate::expiry::{BindRequest, Binding, ExpiryError, Outbox, binding};
 use crate::names::TableName;
-use crate::plugin::{PluginError, PluginVersion};
+use crate::plugin::{Installed, PluginError, PluginVersion};
 use crate::store::{KvStore, StoreError};
 
 /// How long shutdown waits for handler calls in flight.
@@ -353,14 +353,13 @@ impl Node {
     }
 
     /// Validate, compile and store `bytes` as the next version of plugin
-    /// `name`. Refused with [`PluginError::InUse`] when a table is bound to a
-    /// function of `name` that the new version does not declare as an
-    /// expiry handler. Blocking (compilation): call it from a blocking thread.
-    pub fn install_plugin(
-        &self,
-        name: &str,
-        bytes: &[u8],
-    ) -> Result<Arc<PluginVersion>, PluginError> {
+    /// `name`; bytes equal to the current version's store nothing and answer
+    /// it `unchanged` (see [`crate::plugin::PluginRegistry::install_checked`]
+    /// for the versions kept). Refused with [`PluginError::InUse`] when a
+    /// table is bound to a function of `name` that the new version does not
+    /// declare as an expiry handler. Blocking (compilation): call it from a
+    /// blocking thread.
+    pub fn install_plugin(&self, name: &str, bytes: &[u8]) -> Result<Installed, PluginError> {
         let store = self.store().map_err(|_| shutting_down())?;
         let _guard = self.inner.bindings_lock.lock();
         let bound: Vec<(TableName, Binding)> = self

@@ -11,5 +11,5 @@ pub mod sql;
 pub mod threads;
 
 pub use error::{CallCause, PluginCallError, PluginError, PluginInvalid};
-pub use registry::{PluginRegistry, PluginVersion, VersionInfo};
+pub use registry::{Installed, PluginRegistry, PluginVersion, VersionInfo};
 pub use runtime::{PluginLimits, PluginRuntime};

@@ -10,6 +10,7 @@ use ebb_proto::Message;
 use ebb_proto::plugin::v1 as abi;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use wasmtime::Module;
 
 use super::error::{CallCause, PluginCallError, PluginError, PluginInvalid};
@@ -245,6 +246,20 @@ struct Entry {
     history: Vec<VersionInfo>,
 }
 
+/// The outcome of an upload.
+pub struct Installed {
+    /// The plugin's current version: the new one, or the installed one when
+    /// the bytes were the same.
+    pub version: Arc<PluginVersion>,
+    /// `true` when the bytes equal the current version's: nothing was
+    /// compiled or stored.
+    pub unchanged: bool,
+}
+
+/// The stored parts of one version; all but `info` go when it stops being
+/// current, `info` too when it is pruned.
+const PARTS: [&str; 4] = ["module", "artifact", "manifest", "info"];
+
 /// The installed plugins. The registry does not own the store (so a node's
 /// shutdown can close it); writes take the store as an argument.
 pub struct PluginRegistry {
@@ -256,23 +271,13 @@ fn key(name: &str, version: u32, part: &str) -> Vec<u8> {
     format!("v1/{name}/{version:010}/{part}").into_bytes()
 }
 
-/// Check a plugin name: `[a-z_][a-z0-9_]{0,62}`, stored lower-case.
+/// Check a plugin name ([`crate::names::plugin_name`]: the shape of table
+/// names, lower-cased, not starting with `ebb_`).
 pub fn plugin_name(name: &str) -> Result<String, PluginInvalid> {
-    let lower = name.to_ascii_lowercase();
-    let valid = !lower.is_empty()
-        && lower.len() <= 63
-        && (lower.as_bytes()[0].is_ascii_lowercase() || lower.as_bytes()[0] == b'_')
-        && lower
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if valid {
-        Ok(lower)
-    } else {
-        Err(PluginInvalid {
-            plugin: name.chars().take(80).collect(),
-            reason: "invalid plugin name: use 1 to 63 characters from a-z, 0-9 and _, not starting with a digit".into(),
-        })
-    }
+    crate::names::plugin_name(name).map_err(|error| PluginInvalid {
+        plugin: name.chars().take(80).collect(),
+        reason: error.to_string(),
+    })
 }
 
 impl PluginRegistry {
@@ -295,6 +300,9 @@ impl PluginRegistry {
             Ok(())
         })?;
         let mut plugins: BTreeMap<String, Entry> = BTreeMap::new();
+        // Versions come in order, so the ones before a plugin's current
+        // version (kept without blobs) are gathered here first.
+        let mut histories: BTreeMap<String, Vec<VersionInfo>> = BTreeMap::new();
         for ((name, _), blobs) in parts {
             let Some(info) = blobs
                 .get("info")
@@ -302,18 +310,12 @@ impl PluginRegistry {
             else {
                 continue;
             };
-            let entry_history = plugins
-                .get(&name)
-                .map(|e| e.history.clone())
-                .unwrap_or_default();
-            let mut history = entry_history;
+            let history = histories.entry(name.clone()).or_default();
             history.push(info.clone());
+            let history = history.clone();
             let (Some(module_bytes), Some(manifest)) = (blobs.get("module"), blobs.get("manifest"))
             else {
                 // An older version whose blobs were dropped when it was replaced.
-                if let Some(entry) = plugins.get_mut(&name) {
-                    entry.history = history;
-                }
                 continue;
             };
             let manifest = abi::Manifest::decode(manifest.as_slice()).map_err(|e| {
@@ -358,7 +360,8 @@ impl PluginRegistry {
     }
 
     /// Validate, compile and store `bytes` as the next version of `name`
-    /// (blocking). The new version serves new queries at once.
+    /// (blocking); the current version when the bytes are the same. The
+    /// new version serves new queries at once.
     pub fn install(
         &self,
         store: &dyn KvStore,
@@ -366,18 +369,41 @@ impl PluginRegistry {
         bytes: &[u8],
     ) -> Result<Arc<PluginVersion>, PluginError> {
         self.install_checked(store, name, bytes, &|_| Ok(()))
+            .map(|installed| installed.version)
     }
 
     /// [`Self::install`], refusing the module when `check` refuses its
     /// manifest (checked after validation, before anything is stored).
+    ///
+    /// Bytes equal to the current version's (same SHA-256) store nothing and
+    /// answer that version, `unchanged`. A new version drops the stored
+    /// module, manifest and artifact of the one it replaces (a running
+    /// query keeps its version in memory; an expiry binding names the
+    /// plugin, so it always uses the current version), and keeps the
+    /// records (`info`) of the last [`PluginLimits::max_versions`] versions,
+    /// deleting older ones.
+    ///
+    /// [`PluginLimits::max_versions`]: super::PluginLimits::max_versions
     pub fn install_checked(
         &self,
         store: &dyn KvStore,
         name: &str,
         bytes: &[u8],
         check: &dyn Fn(&abi::Manifest) -> Result<(), PluginError>,
-    ) -> Result<Arc<PluginVersion>, PluginError> {
+    ) -> Result<Installed, PluginError> {
         let name = plugin_name(name)?;
+        let sha256: String = Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if let Some(current) = self.get(&name)
+            && current.info.sha256 == sha256
+        {
+            return Ok(Installed {
+                version: current,
+                unchanged: true,
+            });
+        }
         {
             let plugins = self.plugins.read();
             if !plugins.contains_key(&name) && plugins.len() >= self.runtime.limits().max_plugins {
@@ -395,10 +421,19 @@ impl PluginRegistry {
             .map_err(|e| PluginError::Engine(format!("cannot serialize compiled module: {e}")))?;
         let mut plugins = self.plugins.write();
         let previous = plugins.get(&name);
+        if let Some(previous) = previous
+            && previous.current.info.sha256 == sha256
+        {
+            // The same bytes were installed while these compiled.
+            return Ok(Installed {
+                version: previous.current.clone(),
+                unchanged: true,
+            });
+        }
         let number = previous.map_or(1, |e| e.current.info.version + 1);
         let info = VersionInfo {
             version: number,
-            sha256: compiled.sha256.iter().map(|b| format!("{b:02x}")).collect(),
+            sha256,
             size: bytes.len(),
             created_ms: now_ms(),
         };
@@ -414,17 +449,23 @@ impl PluginRegistry {
                 serde_json::to_vec(&info).expect("plain struct serializes"),
             ),
         ];
-        // Older versions keep their info (history) but not their blobs.
-        let deletes: Vec<Vec<u8>> = previous
+        // Older versions keep their info (history) but not their blobs, and
+        // only the last `max_versions` versions keep even that.
+        let mut history = previous.map(|e| e.history.clone()).unwrap_or_default();
+        history.push(info.clone());
+        let excess = history
+            .len()
+            .saturating_sub(self.runtime.limits().max_versions.max(1));
+        let pruned: Vec<VersionInfo> = history.drain(..excess).collect();
+        let mut deletes: Vec<Vec<u8>> = previous
             .map(|e| {
                 let v = e.current.info.version;
-                vec![
-                    key(&name, v, "module"),
-                    key(&name, v, "artifact"),
-                    key(&name, v, "manifest"),
-                ]
+                PARTS[..3].iter().map(|part| key(&name, v, part)).collect()
             })
             .unwrap_or_default();
+        for old in &pruned {
+            deletes.extend(PARTS.iter().map(|part| key(&name, old.version, part)));
+        }
         store.write_family(Family::Plugins, &puts, &deletes)?;
         let version = Arc::new(PluginVersion::new(
             name.clone(),
@@ -434,8 +475,6 @@ impl PluginRegistry {
             compiled.module,
             self.runtime.clone(),
         ));
-        let mut history = previous.map(|e| e.history.clone()).unwrap_or_default();
-        history.push(info);
         plugins.insert(
             name,
             Entry {
@@ -443,7 +482,10 @@ impl PluginRegistry {
                 history,
             },
         );
-        Ok(version)
+        Ok(Installed {
+            version,
+            unchanged: false,
+        })
     }
 
     /// The current version of `name`.
@@ -454,7 +496,8 @@ impl PluginRegistry {
             .map(|e| e.current.clone())
     }
 
-    /// Every version ever installed under `name`.
+    /// The versions of `name` still recorded (at most
+    /// [`super::PluginLimits::max_versions`], oldest first).
     pub fn history(&self, name: &str) -> Vec<VersionInfo> {
         self.plugins
             .read()

@@ -33,6 +33,9 @@ pub struct PluginLimits {
     pub max_module_bytes: usize,
     /// Most plugins installed. Default 64.
     pub max_plugins: usize,
+    /// Versions recorded per plugin, the current one included; older ones
+    /// are deleted from the store. Default 8.
+    pub max_versions: usize,
     /// Linear memory per instance. Default 64 MiB.
     pub max_memory_bytes: usize,
     /// Deadline of one query-function call (a batch). Default 100 ms.
@@ -55,6 +58,7 @@ impl Default for PluginLimits {
         Self {
             max_module_bytes: 16 * 1024 * 1024,
             max_plugins: 64,
+            max_versions: 8,
             max_memory_bytes: 64 * 1024 * 1024,
             query_deadline: Duration::from_millis(100),
             expiry_deadline: Duration::from_secs(1),

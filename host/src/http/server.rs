@@ -1,0 +1,554 @@
+//! The HTTP/1.1 server: an accept loop with a connection cap, header, body and idle timeouts, graceful shutdown.
+//!
+//! Every connection holds a permit of a semaphore sized by the cap; a
+//! connection accepted without one is answered a minimal 503 and closed at
+//! once, so descriptors never run out on open connections alone. Beside
+//! each hyper connection runs a watchdog that closes it when a request's
+//! line and headers take longer than the header read timeout (counted from
+//! the accept for a new connection, from the first byte for a later
+//! request) or when it waits idle for a next request longer than the idle
+//! timeout. A request body that stalls while a handler reads it fails the
+//! read with [`BodyReadTimeout`], which handlers answer 408 (and the
+//! connection closes). The watchdog never runs while a request is with its
+//! handler or its response is being sent: those are bounded by the
+//! handlers' own limits (the query timeout, for one).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::http::{Request, StatusCode};
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::{Instant, Sleep, sleep, sleep_until};
+use tower_service::Service;
+
+use super::HttpLimits;
+use super::error::ApiError;
+use super::observe::HttpMetrics;
+
+/// Highest open-files limit [`raise_open_files_limit`] asks for.
+const OPEN_FILES_CEILING: u64 = 1 << 20;
+/// First pause after a failed accept; it doubles per failure in a row.
+const ACCEPT_PAUSE_MIN: Duration = Duration::from_millis(10);
+/// Longest pause after failed accepts.
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// Connection counters, shown on `/metrics`.
+#[derive(Debug, Default)]
+pub struct ConnectionStats {
+    /// Connections open now.
+    pub open: AtomicU64,
+    /// Connections answered 503 and closed because the cap was reached.
+    pub refused: AtomicU64,
+    /// Failed accepts other than a client's reset: out of descriptors or
+    /// memory (each followed by a pause).
+    pub accept_errors: AtomicU64,
+    /// Connections closed because a request's line and headers took too long.
+    pub header_timeouts: AtomicU64,
+    /// Keep-alive connections closed after waiting too long for a request.
+    pub idle_timeouts: AtomicU64,
+}
+
+/// A request body stalled: nothing arrived for the body read timeout while
+/// the handler waited for it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the request body stalled: nothing arrived for {} ms (server setting --body-read-timeout); the connection is closed",
+    .0.as_millis()
+)]
+pub struct BodyReadTimeout(pub Duration);
+
+/// Raise the soft open-files limit (`RLIMIT_NOFILE`) to the hard limit (at
+/// most 2^20). Answers the soft limit in force afterwards; `None` where it
+/// cannot be read. A limit that cannot be raised is left as it is.
+pub fn raise_open_files_limit() -> Option<u64> {
+    let limit = open_files()?;
+    let wanted = limit.rlim_max.min(OPEN_FILES_CEILING);
+    if wanted > limit.rlim_cur {
+        let raised = libc::rlimit {
+            rlim_cur: wanted,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit only reads the struct it is given.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Some(wanted);
+        }
+    }
+    Some(limit.rlim_cur)
+}
+
+/// The soft open-files limit now in force, `None` where it cannot be read.
+pub fn open_files_limit() -> Option<u64> {
+    open_files().map(|limit| limit.rlim_cur)
+}
+
+fn open_files() -> Option<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given, which we own.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit)
+}
+
+/// The connection cap when none is configured: half the open-files limit
+/// (the other half is for the store's files, the plugin engine and spare),
+/// 32 to 16 384; 1024 when the limit is unknown.
+pub fn default_max_connections(open_files: Option<u64>) -> usize {
+    open_files.map_or(1024, |n| (n / 2).clamp(32, 16_384) as usize)
+}
+
+/// Serve `router` on `listener` under `limits` until `shutdown` resolves,
+/// then stop accepting, let requests in flight finish (idle connections
+/// close at once) and return once every connection has closed. Accept
+/// errors never end the loop: they pause it (10 ms, doubling to 1 s).
+pub async fn run(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    metrics: Arc<HttpMetrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let cap = limits
+        .max_connections
+        .unwrap_or_else(|| default_max_connections(open_files_limit()))
+        .clamp(1, u32::MAX as usize);
+    let permits = Arc::new(Semaphore::new(cap));
+    let refusal = refusal(cap);
+    let (stop_tx, stop_rx) = watch::channel(());
+    let mut shutdown = pin!(shutdown);
+    let mut pause = None;
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            stream = accept(&listener, &mut pause, &metrics.connections) => stream,
+        };
+        match permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let connection = Connection {
+                    router: router.clone(),
+                    limits,
+                    metrics: metrics.clone(),
+                    _permit: permit,
+                };
+                tokio::spawn(connection.serve(stream, stop_rx.clone()));
+            }
+            Err(_) => {
+                metrics.connections.refused.fetch_add(1, Ordering::Relaxed);
+                refuse(stream, &refusal);
+            }
+        }
+    }
+    drop(listener);
+    drop(stop_rx);
+    // Tell every connection to finish, then wait until all permits are back.
+    let _ = stop_tx.send(());
+    let _all = permits.acquire_many(cap as u32).await;
+    Ok(())
+}
+
+/// The next accepted connection. A failure that concerns one connection
+/// (reset or aborted before the accept) is skipped; others (out of
+/// descriptors or memory) are counted, logged once per run of failures and
+/// followed by a pause, so the loop never spins.
+async fn accept(
+    listener: &TcpListener,
+    pause: &mut Option<Duration>,
+    stats: &ConnectionStats,
+) -> TcpStream {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                *pause = None;
+                return stream;
+            }
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::ConnectionRefused
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(error) => {
+                stats.accept_errors.fetch_add(1, Ordering::Relaxed);
+                let next = pause.map_or(ACCEPT_PAUSE_MIN, |p| (p * 2).min(ACCEPT_PAUSE_MAX));
+                if pause.is_none() {
+                    tracing::error!(
+                        "accept error: {error}; pausing accepts (lower --max-connections or raise the open-files limit)"
+                    );
+                } else {
+                    tracing::debug!("accept error: {error}; pausing {next:?}");
+                }
+                *pause = Some(next);
+                sleep(next).await;
+            }
+        }
+    }
+}
+
+/// The whole answer to a connection over the cap.
+fn refusal(cap: usize) -> Vec<u8> {
+    let body = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "overloaded",
+        format!(
+            "the server has {cap} connections open, its limit (--max-connections); retry later"
+        ),
+    )
+    .body()
+    .to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Answer `refusal` without waiting and close. What the client already sent
+/// is read first, so the close is not a reset that could discard the answer.
+fn refuse(stream: TcpStream, refusal: &[u8]) {
+    let _ = stream.try_write(refusal);
+    let mut sink = [0u8; 4096];
+    let _ = stream.try_read(&mut sink);
+}
+
+/// One accepted connection and what it needs.
+struct Connection {
+    router: Router,
+    limits: HttpLimits,
+    metrics: Arc<HttpMetrics>,
+    /// Returned to the cap when the connection ends.
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Why the watchdog closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    Header,
+    Idle,
+}
+
+impl Connection {
+    /// Serve HTTP/1.1 on `stream` until the client closes, a timeout passes,
+    /// or (after `stop` changes) the request in flight is answered.
+    async fn serve(self, stream: TcpStream, mut stop: watch::Receiver<()>) {
+        let stats = &self.metrics.connections;
+        stats.open.fetch_add(1, Ordering::Relaxed);
+        let activity = Arc::new(Activity::new());
+        let io = TokioIo::new(Watched {
+            stream,
+            activity: activity.clone(),
+        });
+        let router = self.router.clone();
+        let body_timeout = self.limits.body_read_timeout;
+        let requests = activity.clone();
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            let busy = requests.begin();
+            let request = request.map(|body| TimedBody::new(body, body_timeout));
+            let response = router.clone().call(request);
+            async move {
+                let response = response.await.unwrap_or_else(|never| match never {});
+                Ok::<_, Infallible>(response.map(|body| UntilSent { body, _busy: busy }))
+            }
+        });
+        // No hyper timer: the watchdog below keeps the header and idle timeouts.
+        let mut builder = http1::Builder::new();
+        builder.header_read_timeout(None);
+        let mut connection = pin!(builder.serve_connection(io, service));
+        // A state change (a request begins or ends, bytes arrive) can only
+        // move the deadline later or clear it, except the first byte after
+        // an idle wait; waking this often catches that one in time.
+        let recheck = self
+            .limits
+            .header_read_timeout
+            .min(self.limits.idle_timeout);
+        let mut stopping = false;
+        loop {
+            let now = Instant::now();
+            let wake = match activity.deadline(&self.limits) {
+                Some((at, why)) if at <= now => {
+                    let counter = match why {
+                        Expiry::Header => &stats.header_timeouts,
+                        Expiry::Idle => &stats.idle_timeouts,
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(?why, "closing a connection past its timeout");
+                    break;
+                }
+                Some((at, _)) => at.min(now + recheck),
+                None => now + recheck,
+            };
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(error) = result {
+                        tracing::debug!("connection ended: {error}");
+                    }
+                    break;
+                }
+                () = sleep_until(wake) => {}
+                _ = stop.changed(), if !stopping => {
+                    stopping = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+        stats.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What one connection is doing, for its watchdog: whether a request is
+/// with the router, and since when it waits for a request's head or idles.
+struct Activity(Mutex<Phase>);
+
+#[derive(Debug, Clone, Copy)]
+struct Phase {
+    /// Requests handed to the router whose response is not yet sent.
+    busy: usize,
+    /// When the head of the next request started: the accept for a new
+    /// connection, its first byte later; `None` while idle.
+    head_since: Option<Instant>,
+    /// When the last response was sent.
+    idle_since: Instant,
+}
+
+impl Activity {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self(Mutex::new(Phase {
+            busy: 0,
+            head_since: Some(now),
+            idle_since: now,
+        }))
+    }
+
+    /// When the connection is to be closed unless something happens, and
+    /// why; `None` while a request is being handled or answered.
+    fn deadline(&self, limits: &HttpLimits) -> Option<(Instant, Expiry)> {
+        let phase = *self.0.lock();
+        if phase.busy > 0 {
+            return None;
+        }
+        Some(match phase.head_since {
+            Some(since) => (since + limits.header_read_timeout, Expiry::Header),
+            None => (phase.idle_since + limits.idle_timeout, Expiry::Idle),
+        })
+    }
+
+    /// Bytes arrived: on an idle connection they start the next head.
+    fn bytes_arrived(&self) {
+        let mut phase = self.0.lock();
+        if phase.busy == 0 && phase.head_since.is_none() {
+            phase.head_since = Some(Instant::now());
+        }
+    }
+
+    /// A request reached the router; it is busy until the guard drops.
+    fn begin(self: &Arc<Self>) -> Busy {
+        let mut phase = self.0.lock();
+        phase.busy += 1;
+        phase.head_since = None;
+        Busy(self.clone())
+    }
+}
+
+/// Held from a request's arrival until its response is sent (or dropped).
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut phase = self.0.0.lock();
+        phase.busy -= 1;
+        if phase.busy == 0 {
+            phase.idle_since = Instant::now();
+        }
+    }
+}
+
+/// The socket of a connection, telling its [`Activity`] when bytes arrive.
+struct Watched {
+    stream: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let result = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            this.activity.bytes_arrived();
+        }
+        result
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// A request body that fails with [`BodyReadTimeout`] when nothing arrives
+/// for `timeout` while the handler waits for the next piece.
+struct TimedBody {
+    body: Incoming,
+    timeout: Duration,
+    /// The running wait, armed when a read finds nothing.
+    stall: Option<Pin<Box<Sleep>>>,
+    waiting: bool,
+}
+
+impl TimedBody {
+    fn new(body: Incoming, timeout: Duration) -> Self {
+        Self {
+            body,
+            timeout,
+            stall: None,
+            waiting: false,
+        }
+    }
+}
+
+impl HttpBody for TimedBody {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            this.waiting = false;
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        if !this.waiting {
+            this.waiting = true;
+            let deadline = Instant::now() + this.timeout;
+            match &mut this.stall {
+                Some(stall) => stall.as_mut().reset(deadline),
+                None => this.stall = Some(Box::pin(sleep_until(deadline))),
+            }
+        }
+        if let Some(stall) = &mut this.stall {
+            ready!(stall.as_mut().poll(cx));
+        }
+        Poll::Ready(Some(Err(Box::new(BodyReadTimeout(this.timeout)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A response body that keeps its connection busy until it is sent.
+struct UntilSent {
+    body: Body,
+    _busy: Busy,
+}
+
+impl HttpBody for UntilSent {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_cap_is_half_the_open_files_limit_within_bounds() {
+        assert_eq!(default_max_connections(Some(20_000)), 10_000);
+        assert_eq!(default_max_connections(Some(1024)), 512);
+        assert_eq!(default_max_connections(Some(40)), 32);
+        assert_eq!(default_max_connections(Some(1 << 20)), 16_384);
+        assert_eq!(default_max_connections(None), 1024);
+    }
+
+    #[test]
+    fn an_idle_connection_waits_for_the_idle_timeout_and_a_started_head_for_the_header_timeout() {
+        let limits = HttpLimits {
+            header_read_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(7),
+            ..HttpLimits::default()
+        };
+        let activity = Arc::new(Activity::new());
+        let (at, why) = activity.deadline(&limits).unwrap();
+        assert_eq!(why, Expiry::Header, "a new connection owes its first head");
+        assert!(at <= Instant::now() + limits.header_read_timeout);
+        let busy = activity.begin();
+        assert!(
+            activity.deadline(&limits).is_none(),
+            "a busy connection has no deadline"
+        );
+        activity.bytes_arrived();
+        assert!(activity.deadline(&limits).is_none());
+        drop(busy);
+        let (at, why) = activity.deadline(&limits).unwrap();
+        assert_eq!(why, Expiry::Idle);
+        assert!(at > Instant::now() + limits.header_read_timeout);
+        activity.bytes_arrived();
+        assert_eq!(activity.deadline(&limits).unwrap().1, Expiry::Header);
+    }
+}
