@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use ebb_host::cli::client::{Client, ClientError};
 use serde_json::json;
 
+mod common;
+
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -241,7 +243,9 @@ fn full_scan_group_by(client: &Client) -> bool {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; this harness takes no arguments.
+    if !common::benchmarking("make bench-isolation") {
+        return;
+    }
     let rows = env_number("EBB_BENCH_ROWS", 1_000_000);
     let seconds = env_number("EBB_BENCH_SECONDS", 5);
     let server = Server::start();
