@@ -15,6 +15,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod alloc;
 pub mod cli;
 pub mod error;
 pub mod exec;

@@ -157,7 +157,12 @@ pub fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     match cli.command {
-        Command::Serve(args) => match tokio::runtime::Runtime::new() {
+        Command::Serve(args) => match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            // A worker that parks may have just freed a large response.
+            .on_thread_park(crate::alloc::release_idle_memory)
+            .build()
+        {
             Ok(runtime) => runtime.block_on(serve::run(args)),
             Err(error) => {
                 eprintln!("error: cannot start the async runtime: {error}");

@@ -72,11 +72,22 @@ impl PluginThreads {
                 .spawn(move || {
                     lower_priority();
                     loop {
-                        // The lock is held only while waiting for a job.
-                        let job = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                        // The lock is held only while waiting for a job; a
+                        // wait that times out lets an idle thread hand back
+                        // what its last jobs freed.
+                        let job = jobs
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .recv_timeout(crate::alloc::RELEASE_INTERVAL);
                         match job {
-                            Ok(job) => job(),
-                            Err(_) => return,
+                            Ok(job) => {
+                                job();
+                                crate::alloc::release_idle_memory();
+                            }
+                            Err(mpsc::RecvTimeoutError::Timeout) => {
+                                crate::alloc::release_idle_memory()
+                            }
+                            Err(mpsc::RecvTimeoutError::Disconnected) => return,
                         }
                     }
                 })?;
