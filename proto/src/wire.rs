@@ -72,6 +72,11 @@ impl<'a> Reader<'a> {
         }
         let mut value = 0u64;
         for (i, byte) in self.bytes.iter().enumerate().take(10) {
+            // The tenth byte holds bit 63 alone: more would not fit a u64
+            // (prost refuses such a varint too).
+            if i == 9 && *byte > 1 {
+                return Err(Malformed("invalid varint"));
+            }
             value |= u64::from(byte & 0x7f) << (7 * i);
             if byte & 0x80 == 0 {
                 self.bytes = &self.bytes[i + 1..];
@@ -325,6 +330,19 @@ mod tests {
             put_value_field(&mut out, 1, &value);
         }
         assert_eq!(out, result);
+    }
+
+    #[test]
+    fn a_varint_past_64_bits_is_refused_as_prost_refuses_it() {
+        let max = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert_eq!(Reader::new(&max).varint(), Ok(u64::MAX));
+        assert_eq!(
+            prost::encoding::decode_varint(&mut &max[..]).ok(),
+            Some(u64::MAX)
+        );
+        let over = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
+        assert!(Reader::new(&over).varint().is_err());
+        assert!(prost::encoding::decode_varint(&mut &over[..]).is_err());
     }
 
     #[test]
