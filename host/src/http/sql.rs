@@ -221,9 +221,12 @@ async fn stream(app: AppState, request: QueryRequest) -> Result<Response, ApiErr
         match task.await {
             Ok(Ok(stats)) => line(json!({ "stats": stats_json(&stats) })),
             Ok(Err(error)) => line(ApiError::from(error).body()),
-            Err(join) => {
-                line(ApiError::invalid_request(format!("the query task failed: {join}")).body())
-            }
+            Err(join) => line(
+                ApiError::from(QueryError::Internal(format!(
+                    "the query task failed: {join}"
+                )))
+                .body(),
+            ),
         }
     });
     let body = Body::from_stream(header_line.chain(rows).chain(last));
