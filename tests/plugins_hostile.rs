@@ -555,11 +555,12 @@ async fn identical_uploads_keep_one_version_and_old_versions_are_pruned_with_the
             "v1/p/0000000004/info",
             "v1/p/0000000005/info",
             "v1/p/0000000006/artifact",
+            "v1/p/0000000006/artifact_sha256",
             "v1/p/0000000006/info",
             "v1/p/0000000006/manifest",
             "v1/p/0000000006/module",
         ],
-        "only the current version keeps its module, manifest and artifact; pruned versions are gone"
+        "only the current version keeps its module, manifest, artifact and its hash; pruned versions are gone"
     );
     let reloaded = PluginRegistry::load(node.plugins().runtime().clone(), &*store).unwrap();
     assert_eq!(

@@ -60,7 +60,7 @@ fn fail(message: String) -> ClientError {
 fn compile(path: &Path) -> Result<(Vec<u8>, abi::Manifest), ClientError> {
     let bytes =
         std::fs::read(path).map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
-    let runtime = PluginRuntime::new(PluginLimits::default()).map_err(fail)?;
+    let runtime = PluginRuntime::new(PluginLimits::default(), 0).map_err(fail)?;
     let name = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -262,7 +262,7 @@ pub fn run(
         } => {
             let bytes = std::fs::read(&file)
                 .map_err(|e| fail(format!("cannot read {}: {e}", file.display())))?;
-            let runtime = PluginRuntime::new(PluginLimits::default()).map_err(fail)?;
+            let runtime = PluginRuntime::new(PluginLimits::default(), 0).map_err(fail)?;
             let store = crate::store::MemoryStore::new();
             let registry = crate::plugin::PluginRegistry::load(runtime, &store)
                 .map_err(|e| fail(e.to_string()))?;

@@ -183,8 +183,10 @@ impl Node {
         let plugins = {
             let store = store.clone();
             let limits = config.plugins;
+            let expiry_calls = config.expiry.concurrency;
             tokio::task::spawn_blocking(move || {
-                let runtime = PluginRuntime::new(limits).map_err(PluginError::Engine)?;
+                let runtime =
+                    PluginRuntime::new(limits, expiry_calls).map_err(PluginError::Engine)?;
                 PluginRegistry::load(runtime, &*store)
             })
             .await

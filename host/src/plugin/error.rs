@@ -32,6 +32,32 @@ pub enum CallCause {
     /// The guest reported an error.
     #[error("failed: {0}")]
     Guest(String),
+    /// No instance could be created: the engine's instance pool is full.
+    /// The pool is sized for the limits' worst case
+    /// ([`super::runtime::pool_capacity`]), so this means a bug or more
+    /// concurrent callers than the limits allow; the call may be retried.
+    #[error("could not get an instance: {0}")]
+    NoInstance(String),
+}
+
+/// Why boot did not deserialize a stored artifact; the plugin version is
+/// then recompiled from its stored module.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArtifactRejected {
+    /// No artifact is stored.
+    #[error("is missing")]
+    Missing,
+    /// No hash was recorded with the artifact (written by an older build).
+    #[error("has no recorded hash")]
+    Unverified,
+    /// The bytes are not the ones written: their SHA-256 differs from the
+    /// one recorded with them.
+    #[error("does not match its recorded SHA-256")]
+    Mismatch,
+    /// The bytes are the ones written, but this build or engine
+    /// configuration cannot load them.
+    #[error("cannot be loaded by this build: {0}")]
+    Incompatible(String),
 }
 
 /// A call into a plugin failed.

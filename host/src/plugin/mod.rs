@@ -10,6 +10,6 @@ pub mod runtime;
 pub mod sql;
 pub mod threads;
 
-pub use error::{CallCause, PluginCallError, PluginError, PluginInvalid};
+pub use error::{ArtifactRejected, CallCause, PluginCallError, PluginError, PluginInvalid};
 pub use registry::{Installed, PluginRegistry, PluginVersion, VersionInfo};
-pub use runtime::{PluginLimits, PluginRuntime};
+pub use runtime::{Artifact, PluginLimits, PluginRuntime, pool_capacity};

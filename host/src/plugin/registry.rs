@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wasmtime::Module;
 
+use super::error::ArtifactRejected;
 use super::error::{CallCause, PluginCallError, PluginError, PluginInvalid};
-use super::runtime::{PluginInstance, PluginRuntime};
+use super::runtime::{Artifact, PluginInstance, PluginRuntime};
 use crate::node::clock::now_ms;
 use crate::store::{Family, KvStore};
 
@@ -53,6 +54,7 @@ fn cause_name(cause: &CallCause) -> &'static str {
         CallCause::Malformed(_) => "malformed",
         CallCause::TooLarge(_) => "too_large",
         CallCause::Guest(_) => "guest_error",
+        CallCause::NoInstance(_) => "no_instance",
     }
 }
 
@@ -79,6 +81,10 @@ pub struct PluginVersion {
     pub from_artifact: bool,
     module: Module,
     runtime: Arc<PluginRuntime>,
+    /// Set when another version replaces this one or the plugin is removed:
+    /// its idle instances are dropped and no more are kept, so only current
+    /// versions hold idle instances (the pool is sized on that).
+    retired: std::sync::atomic::AtomicBool,
     idle: Mutex<Vec<PluginInstance>>,
     metrics: Mutex<BTreeMap<String, Arc<FunctionMetrics>>>,
 }
@@ -99,6 +105,7 @@ impl PluginVersion {
             from_artifact,
             module,
             runtime,
+            retired: std::sync::atomic::AtomicBool::new(false),
             idle: Mutex::new(Vec::new()),
             metrics: Mutex::new(BTreeMap::new()),
         }
@@ -203,19 +210,27 @@ impl PluginVersion {
         let instance = self.idle.lock().pop();
         let mut instance = match instance {
             Some(instance) => instance,
-            None => self
-                .runtime
-                .instantiate(&self.name, &self.module)
-                .map_err(|e| CallCause::Trap(format!("instantiation failed: {e}")))?,
+            None => self.runtime.instantiate(&self.name, &self.module)?,
         };
         let result = instance.call_with(request, deadline, read)?;
         if matches!(result, Ok(_) | Err(CallCause::Guest(_))) {
             let mut idle = self.idle.lock();
-            if idle.len() < self.runtime.limits().idle_instances {
+            if idle.len() < self.runtime.limits().idle_instances
+                && !self.retired.load(std::sync::atomic::Ordering::Acquire)
+            {
                 idle.push(instance);
             }
         }
         result
+    }
+
+    /// Stop keeping idle instances: drop the ones kept and keep none after
+    /// the calls still running (a query planned with this version still
+    /// completes, instantiating as it needs).
+    fn retire(&self) {
+        self.retired
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.idle.lock().clear();
     }
 
     /// The runtime this version runs in.
@@ -256,9 +271,25 @@ pub struct Installed {
     pub unchanged: bool,
 }
 
-/// The stored parts of one version; all but `info` go when it stops being
-/// current, `info` too when it is pruned.
-const PARTS: [&str; 4] = ["module", "artifact", "manifest", "info"];
+/// The stored parts of one version; all but `info` (the last) go when it
+/// stops being current, `info` too when it is pruned. `artifact_sha256` is
+/// the SHA-256 of `artifact`, written with it: boot deserializes only an
+/// artifact that still hashes to it.
+const PARTS: [&str; 5] = ["module", "artifact", "artifact_sha256", "manifest", "info"];
+
+/// The stored parts of one version that only its current version keeps.
+const BLOBS: &[&str] = PARTS.split_last().expect("parts").1;
+
+/// The writes that store `artifact` and its hash as version `version` of `name`.
+fn artifact_puts(name: &str, version: u32, artifact: Artifact) -> [(Vec<u8>, Vec<u8>); 2] {
+    [
+        (key(name, version, "artifact"), artifact.bytes),
+        (
+            key(name, version, "artifact_sha256"),
+            artifact.sha256.to_vec(),
+        ),
+    ]
+}
 
 /// The installed plugins. The registry does not own the store (so a node's
 /// shutdown can close it); writes take the store as an argument.
@@ -281,8 +312,13 @@ pub fn plugin_name(name: &str) -> Result<String, PluginInvalid> {
 }
 
 impl PluginRegistry {
-    /// Load every installed plugin (blocking). A stored artifact the engine
-    /// cannot load is recompiled from the module bytes.
+    /// Load every installed plugin (blocking). A stored artifact is
+    /// deserialized only when it hashes to the SHA-256 recorded with it;
+    /// one that does not (changed on disk, or written before hashes were
+    /// recorded), or that this build cannot load, is logged as a warning
+    /// naming the plugin and version, recompiled from the stored module
+    /// (validated as on upload), and stored again with its hash. Failing to
+    /// store the fresh artifact is logged and the plugin still loads.
     pub fn load(runtime: Arc<PluginRuntime>, store: &dyn KvStore) -> Result<Self, PluginError> {
         let mut parts: BTreeMap<(String, u32), BTreeMap<String, Vec<u8>>> = BTreeMap::new();
         store.scan_family(Family::Plugins, b"v1/", &mut |k, v| {
@@ -321,14 +357,36 @@ impl PluginRegistry {
             let manifest = abi::Manifest::decode(manifest.as_slice()).map_err(|e| {
                 PluginError::Engine(format!("stored manifest of {name} is corrupt: {e}"))
             })?;
-            let (module, from_artifact) = match blobs
-                .get("artifact")
-                .and_then(|a| runtime.load_artifact(a))
-            {
-                Some(module) => (module, true),
-                None => {
-                    tracing::info!(plugin = %name, "stored artifact unusable by this build; recompiling");
+            let loaded = match blobs.get("artifact") {
+                Some(artifact) => {
+                    runtime.load_artifact(artifact, blobs.get("artifact_sha256").map(Vec::as_slice))
+                }
+                None => Err(ArtifactRejected::Missing),
+            };
+            let (module, from_artifact) = match loaded {
+                Ok(module) => (module, true),
+                Err(rejected) => {
+                    let number = info.version;
+                    tracing::warn!(
+                        plugin = %name,
+                        version = number,
+                        "stored artifact of plugin {name} version {number} {rejected}; recompiling it from the stored module"
+                    );
                     let compiled = runtime.compile(&name, module_bytes)?;
+                    let stored = runtime
+                        .serialize_artifact(&compiled.module)
+                        .map_err(PluginError::Engine)
+                        .and_then(|artifact| {
+                            let puts = artifact_puts(&name, number, artifact);
+                            Ok(store.write_family(Family::Plugins, &puts, &[])?)
+                        });
+                    if let Err(error) = stored {
+                        tracing::warn!(
+                            plugin = %name,
+                            version = number,
+                            "cannot store the recompiled artifact of plugin {name} version {number} ({error}); the next boot recompiles it again"
+                        );
+                    }
                     (compiled.module, false)
                 }
             };
@@ -415,10 +473,10 @@ impl PluginRegistry {
         }
         let compiled = self.runtime.compile(&name, bytes)?;
         check(&compiled.manifest)?;
-        let artifact = compiled
-            .module
-            .serialize()
-            .map_err(|e| PluginError::Engine(format!("cannot serialize compiled module: {e}")))?;
+        let artifact = self
+            .runtime
+            .serialize_artifact(&compiled.module)
+            .map_err(PluginError::Engine)?;
         let mut plugins = self.plugins.write();
         let previous = plugins.get(&name);
         if let Some(previous) = previous
@@ -437,9 +495,8 @@ impl PluginRegistry {
             size: bytes.len(),
             created_ms: now_ms(),
         };
-        let puts = vec![
+        let mut puts = vec![
             (key(&name, number, "module"), bytes.to_vec()),
-            (key(&name, number, "artifact"), artifact),
             (
                 key(&name, number, "manifest"),
                 compiled.manifest.encode_to_vec(),
@@ -449,6 +506,7 @@ impl PluginRegistry {
                 serde_json::to_vec(&info).expect("plain struct serializes"),
             ),
         ];
+        puts.extend(artifact_puts(&name, number, artifact));
         // Older versions keep their info (history) but not their blobs, and
         // only the last `max_versions` versions keep even that.
         let mut history = previous.map(|e| e.history.clone()).unwrap_or_default();
@@ -460,13 +518,16 @@ impl PluginRegistry {
         let mut deletes: Vec<Vec<u8>> = previous
             .map(|e| {
                 let v = e.current.info.version;
-                PARTS[..3].iter().map(|part| key(&name, v, part)).collect()
+                BLOBS.iter().map(|part| key(&name, v, part)).collect()
             })
             .unwrap_or_default();
         for old in &pruned {
             deletes.extend(PARTS.iter().map(|part| key(&name, old.version, part)));
         }
         store.write_family(Family::Plugins, &puts, &deletes)?;
+        if let Some(previous) = previous {
+            previous.current.retire();
+        }
         let version = Arc::new(PluginVersion::new(
             name.clone(),
             info.clone(),
@@ -532,7 +593,250 @@ impl PluginRegistry {
             },
         )?;
         store.write_family(Family::Plugins, &[], &keys)?;
-        plugins.remove(&name);
+        if let Some(entry) = plugins.remove(&name) {
+            entry.current.retire();
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::plugin::PluginLimits;
+    use crate::store::MemoryStore;
+
+    /// A raw ABI v1 module whose scalar `f` answers 42.
+    fn answering_42() -> Vec<u8> {
+        let manifest = abi::Manifest {
+            abi_version: 1,
+            name: "good".into(),
+            version: "1.0.0".into(),
+            functions: vec![abi::FunctionDecl {
+                name: "f".into(),
+                kind: abi::FunctionKind::Scalar as i32,
+                arg_count: 1,
+                description: String::new(),
+            }],
+        }
+        .encode_to_vec();
+        let response = abi::CallResponse {
+            result: Some(abi::call_response::Result::Scalar(abi::ScalarResult {
+                values: vec![abi::Value {
+                    kind: Some(abi::value::Kind::Int(42)),
+                }],
+            })),
+        }
+        .encode_to_vec();
+        let escape =
+            |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("\\{b:02x}")).collect() };
+        wat::parse_str(format!(
+            r#"(module
+  (memory (export "memory") 1)
+  (data (i32.const 1024) "{manifest}")
+  (data (i32.const 4096) "{response}")
+  (func (export "ebb_abi_version") (result i32) (i32.const 1))
+  (func (export "ebb_alloc") (param i32) (result i32) (i32.const 8192))
+  (func (export "ebb_dealloc") (param i32 i32))
+  (func (export "ebb_manifest") (result i64)
+    (i64.or (i64.shl (i64.const 1024) (i64.const 32)) (i64.const {manifest_len})))
+  (func (export "ebb_call") (param i32 i32) (result i64)
+    (i64.or (i64.shl (i64.const 4096) (i64.const 32)) (i64.const {response_len})))
+)"#,
+            manifest = escape(&manifest),
+            manifest_len = manifest.len(),
+            response = escape(&response),
+            response_len = response.len(),
+        ))
+        .expect("valid WAT")
+    }
+
+    fn runtime() -> Arc<PluginRuntime> {
+        let limits = PluginLimits {
+            max_plugins: 2,
+            idle_instances: 1,
+            threads: 1,
+            ..PluginLimits::default()
+        };
+        PluginRuntime::new(limits, 1).unwrap()
+    }
+
+    fn calls_answer_42(version: &PluginVersion) {
+        let call = abi::call_request::Call::Scalar(abi::ScalarBatch {
+            rows: vec![abi::Row {
+                args: vec![abi::Value::default()],
+            }],
+        });
+        let answer = version.call("f", call, Duration::from_secs(1)).unwrap();
+        let Some(abi::call_response::Result::Scalar(result)) = answer.result else {
+            panic!("not a scalar result: {answer:?}");
+        };
+        assert_eq!(result.values[0].kind, Some(abi::value::Kind::Int(42)));
+    }
+
+    /// A log line sink for one thread's `tracing` output.
+    #[derive(Clone, Default)]
+    struct Logs(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Logs {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Boot the registry from `store`, with what it logged.
+    fn boot(store: &MemoryStore) -> (PluginRegistry, String) {
+        let logs = Logs::default();
+        let sink = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        let registry = tracing::subscriber::with_default(subscriber, || {
+            PluginRegistry::load(runtime(), store).unwrap()
+        });
+        let text = String::from_utf8(logs.0.lock().clone()).unwrap();
+        (registry, text)
+    }
+
+    fn stored(store: &MemoryStore, part: &str) -> Option<Vec<u8>> {
+        let mut found = None;
+        let wanted = key("good", 1, part);
+        store
+            .scan_family(Family::Plugins, &wanted, &mut |k, v| {
+                if k == wanted.as_slice() {
+                    found = Some(v.to_vec());
+                }
+                Ok(())
+            })
+            .unwrap();
+        found
+    }
+
+    fn installed() -> MemoryStore {
+        let store = MemoryStore::new();
+        let registry = PluginRegistry::load(runtime(), &store).unwrap();
+        registry.install(&store, "good", &answering_42()).unwrap();
+        store
+    }
+
+    #[test]
+    fn an_intact_artifact_loads_without_recompiling() {
+        let store = installed();
+        let artifact = stored(&store, "artifact").unwrap();
+        assert_eq!(
+            stored(&store, "artifact_sha256").unwrap(),
+            Sha256::digest(&artifact).to_vec(),
+            "the artifact's hash is stored with it"
+        );
+        let (registry, logs) = boot(&store);
+        let version = registry.get("good").unwrap();
+        assert!(version.from_artifact);
+        assert!(!logs.contains("WARN"), "{logs}");
+        calls_answer_42(&version);
+    }
+
+    #[test]
+    fn a_corrupted_artifact_is_not_deserialized_but_recompiled_logged_and_stored_again() {
+        let store = installed();
+        let mut artifact = stored(&store, "artifact").unwrap();
+        let middle = artifact.len() / 2;
+        artifact[middle] ^= 0xff;
+        store
+            .write_family(
+                Family::Plugins,
+                &[(key("good", 1, "artifact"), artifact)],
+                &[],
+            )
+            .unwrap();
+
+        let (registry, logs) = boot(&store);
+        let version = registry.get("good").unwrap();
+        assert!(!version.from_artifact, "recompiled from the stored module");
+        assert!(
+            logs.contains("WARN")
+                && logs.contains("plugin good version 1")
+                && logs.contains("does not match its recorded SHA-256"),
+            "{logs}"
+        );
+        calls_answer_42(&version);
+
+        let (registry, logs) = boot(&store);
+        assert!(
+            registry.get("good").unwrap().from_artifact,
+            "the fresh artifact and its hash were stored: {logs}"
+        );
+    }
+
+    #[test]
+    fn an_artifact_without_a_recorded_hash_is_recompiled_and_its_hash_recorded() {
+        let store = installed();
+        store
+            .write_family(Family::Plugins, &[], &[key("good", 1, "artifact_sha256")])
+            .unwrap();
+
+        let (registry, logs) = boot(&store);
+        let version = registry.get("good").unwrap();
+        assert!(!version.from_artifact);
+        assert!(logs.contains("has no recorded hash"), "{logs}");
+        calls_answer_42(&version);
+
+        let artifact = stored(&store, "artifact").unwrap();
+        assert_eq!(
+            stored(&store, "artifact_sha256").unwrap(),
+            Sha256::digest(&artifact).to_vec()
+        );
+        assert!(boot(&store).0.get("good").unwrap().from_artifact);
+    }
+
+    #[test]
+    fn a_replaced_version_keeps_no_idle_instances() {
+        let store = MemoryStore::new();
+        let registry = PluginRegistry::load(runtime(), &store).unwrap();
+        let first = registry.install(&store, "good", &answering_42()).unwrap();
+        calls_answer_42(&first);
+        assert_eq!(first.idle_instances(), 1);
+        let mut other = answering_42();
+        // A custom section: other bytes, the same behaviour.
+        other.extend_from_slice(b"\0\x06\x04test\x01");
+        registry.install(&store, "good", &other).unwrap();
+        assert_eq!(first.idle_instances(), 0, "dropped when replaced");
+        calls_answer_42(&first);
+        assert_eq!(
+            first.idle_instances(),
+            0,
+            "a running query's calls keep none"
+        );
+    }
+
+    #[test]
+    fn the_pool_holds_the_limits_worst_case_and_past_it_answers_no_instance() {
+        let runtime = runtime();
+        // 2 plugins × 1 idle + 1 thread + 1 expiry call + 1 upload.
+        let capacity = crate::plugin::pool_capacity(runtime.limits(), 1);
+        assert_eq!(capacity, 5);
+        let compiled = runtime.compile("good", &answering_42()).unwrap();
+        let held: Vec<PluginInstance> = (0..capacity)
+            .map(|_| match runtime.instantiate("good", &compiled.module) {
+                Ok(instance) => instance,
+                Err(cause) => panic!("the worst case must fit the pool: {cause}"),
+            })
+            .collect();
+        match runtime.instantiate("good", &compiled.module) {
+            Err(CallCause::NoInstance(reason)) => {
+                assert!(reason.contains("the pool holds 5 instances"), "{reason}")
+            }
+            Err(other) => panic!("not NoInstance: {other}"),
+            Ok(_) => panic!("the pool is larger than the limits need"),
+        }
+        drop(held);
+        assert!(runtime.instantiate("good", &compiled.module).is_ok());
     }
 }

@@ -17,10 +17,11 @@ use ebb_proto::plugin::v1 as abi;
 use sha2::{Digest, Sha256};
 use wasmtime::{
     Caller, Config, Engine, ExternType, InstanceAllocationStrategy, Linker, Memory, Module,
-    PoolingAllocationConfig, ResourceLimiter, Store, Trap, TypedFunc, ValType,
+    PoolConcurrencyLimitError, PoolingAllocationConfig, ResourceLimiter, Store, Trap, TypedFunc,
+    ValType,
 };
 
-use super::error::{CallCause, PluginInvalid};
+use super::error::{ArtifactRejected, CallCause, PluginInvalid};
 use super::threads::{PluginThreads, WorkFailed};
 
 /// The epoch ticks this often; deadlines are whole ticks.
@@ -69,6 +70,41 @@ impl Default for PluginLimits {
     }
 }
 
+/// The most plugin instances alive at once under `limits` with at most
+/// `expiry_calls` expiry-handler calls running, which sizes the engine's
+/// instance pool (one core instance, one memory and one table each):
+///
+/// ```text
+/// max_plugins × idle_instances   idle, kept per current version
+/// + threads                      query work, one call (one instance) at a time per thread
+/// + expiry_calls                 expiry-handler calls in flight
+/// + 1                            an upload's manifest check (uploads run one at a time)
+/// ```
+///
+/// An instance is either idle in its version's pool or held by the one
+/// call using it; a version that stops being current drops its idle ones
+/// and keeps none after its calls, so idle instances stay within
+/// `max_plugins × idle_instances`. Saturates at `u32::MAX` (the engine
+/// then refuses the pool at start, naming the limits).
+pub fn pool_capacity(limits: &PluginLimits, expiry_calls: usize) -> u32 {
+    let instances = limits
+        .max_plugins
+        .saturating_mul(limits.idle_instances)
+        .saturating_add(limits.threads)
+        .saturating_add(expiry_calls)
+        .saturating_add(1);
+    u32::try_from(instances).unwrap_or(u32::MAX)
+}
+
+/// A compiled module serialized for the store, with the SHA-256 of those
+/// bytes: boot deserializes the bytes only when they still hash to it.
+pub struct Artifact {
+    /// What `Module::serialize` wrote.
+    pub bytes: Vec<u8>,
+    /// SHA-256 of `bytes`.
+    pub sha256: [u8; 32],
+}
+
 /// Per-store data: the memory limiter and the plugin name for logs.
 pub struct HostState {
     plugin: Arc<str>,
@@ -106,6 +142,8 @@ pub struct PluginRuntime {
     engine: Engine,
     linker: Linker<HostState>,
     limits: PluginLimits,
+    /// Expiry-handler calls that may run at once (part of the pool size).
+    expiry_calls: usize,
     stop: Arc<AtomicBool>,
     /// Where query work that calls plugins runs.
     threads: PluginThreads,
@@ -140,12 +178,16 @@ fn same_types(actual: impl ExactSizeIterator<Item = ValType>, expected: &[ValTyp
 }
 
 impl PluginRuntime {
-    /// Start the engine and its ticker.
-    pub fn new(limits: PluginLimits) -> Result<Arc<Self>, String> {
+    /// Start the engine and its ticker, with an instance pool of
+    /// [`pool_capacity`]`(limits, expiry_calls)` instances. `Err` when the
+    /// pool cannot be reserved (too large for the address space: lower
+    /// `max_plugins` or `idle_instances`) or a thread cannot start.
+    pub fn new(limits: PluginLimits, expiry_calls: usize) -> Result<Arc<Self>, String> {
+        let capacity = pool_capacity(&limits, expiry_calls);
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_core_instances(256)
-            .total_memories(256)
-            .total_tables(256)
+        pool.total_core_instances(capacity)
+            .total_memories(capacity)
+            .total_tables(capacity)
             .max_memories_per_module(1)
             .max_tables_per_module(1)
             .max_memory_size(limits.max_memory_bytes);
@@ -162,7 +204,15 @@ impl PluginRuntime {
                 wasmtime::ProfilingStrategy::None
             })
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|e| e.to_string())?;
+        let engine = Engine::new(&config).map_err(|e| {
+            format!(
+                "cannot reserve a pool of {capacity} plugin instances ({} plugins × {} idle + {} threads + {expiry_calls} expiry calls + 1); lower the plugin limits: {}",
+                limits.max_plugins,
+                limits.idle_instances,
+                limits.threads,
+                describe(&e)
+            )
+        })?;
         let mut linker = Linker::new(&engine);
         linker
             .func_wrap(
@@ -210,6 +260,7 @@ impl PluginRuntime {
             engine,
             linker,
             limits,
+            expiry_calls,
             stop,
             threads,
         }))
@@ -260,13 +311,37 @@ impl PluginRuntime {
         })
     }
 
-    /// Load a precompiled artifact; `None` when this engine cannot use it
-    /// (another wasmtime build or settings), so the caller recompiles.
-    pub fn load_artifact(&self, artifact: &[u8]) -> Option<Module> {
-        // SAFETY: the artifact was produced by `Module::serialize` of an engine
-        // of this program and stored in our own data dir; wasmtime checks the
-        // engine and build compatibility and refuses anything else.
-        unsafe { Module::deserialize(&self.engine, artifact) }.ok()
+    /// Serialize `module` for the store, hashing the bytes written.
+    pub fn serialize_artifact(&self, module: &Module) -> Result<Artifact, String> {
+        let bytes = module
+            .serialize()
+            .map_err(|e| format!("cannot serialize compiled module: {}", describe(&e)))?;
+        let sha256 = Sha256::digest(&bytes).into();
+        Ok(Artifact { bytes, sha256 })
+    }
+
+    /// Load a stored artifact, only when it hashes to `recorded`, the
+    /// SHA-256 stored with it by [`Self::serialize_artifact`]. Without a
+    /// recorded hash, on a mismatch, or when this engine cannot use it
+    /// (another wasmtime build or settings) it is not loaded and the caller
+    /// recompiles from the module.
+    pub fn load_artifact(
+        &self,
+        artifact: &[u8],
+        recorded: Option<&[u8]>,
+    ) -> Result<Module, ArtifactRejected> {
+        let recorded = recorded.ok_or(ArtifactRejected::Unverified)?;
+        if Sha256::digest(artifact).as_slice() != recorded {
+            return Err(ArtifactRejected::Mismatch);
+        }
+        // SAFETY: `Module::deserialize` trusts its input to be what
+        // `Module::serialize` wrote. These bytes hash to the SHA-256 recorded
+        // when `serialize_artifact` wrote them, so they are those bytes
+        // unchanged (a flipped or truncated artifact was refused above), and
+        // wasmtime itself refuses an artifact of another engine build or
+        // configuration.
+        unsafe { Module::deserialize(&self.engine, artifact) }
+            .map_err(|e| ArtifactRejected::Incompatible(describe(&e)))
     }
 
     fn check_interface(&self, name: &str, module: &Module) -> Result<(), PluginInvalid> {
@@ -311,9 +386,10 @@ impl PluginRuntime {
             plugin: name.to_string(),
             reason,
         };
-        let mut instance = self
-            .instantiate(name, module)
-            .map_err(|e| invalid(format!("cannot be instantiated: {e}")))?;
+        let mut instance = self.instantiate(name, module).map_err(|e| match e {
+            CallCause::Trap(reason) | CallCause::Malformed(reason) => invalid(reason),
+            other => invalid(other.to_string()),
+        })?;
         let version = instance
             .abi_version()
             .map_err(|e| invalid(format!("ebb_abi_version {e}")))?;
@@ -372,8 +448,10 @@ impl PluginRuntime {
         Ok(manifest)
     }
 
-    /// A fresh instance of `module`.
-    pub fn instantiate(&self, plugin: &str, module: &Module) -> Result<PluginInstance, String> {
+    /// A fresh instance of `module`. [`CallCause::NoInstance`] when the
+    /// instance pool is full; [`CallCause::Trap`] when instantiation fails
+    /// otherwise.
+    pub fn instantiate(&self, plugin: &str, module: &Module) -> Result<PluginInstance, CallCause> {
         let mut store = Store::new(
             &self.engine,
             HostState {
@@ -385,33 +463,41 @@ impl PluginRuntime {
         store.limiter(|state| state);
         store.set_epoch_deadline(ticks(self.limits.query_deadline));
         store.epoch_deadline_trap();
-        let instance = self
-            .linker
-            .instantiate(&mut store, module)
-            .map_err(|e| describe(&e))?;
+        let instance =
+            self.linker
+                .instantiate(&mut store, module)
+                .map_err(|e| match e.downcast_ref::<PoolConcurrencyLimitError>() {
+                    Some(full) => CallCause::NoInstance(format!(
+                        "{full}; the pool holds {} instances (see PluginLimits)",
+                        pool_capacity(&self.limits, self.expiry_calls)
+                    )),
+                    None => CallCause::Trap(format!("instantiation failed: {}", describe(&e))),
+                })?;
+        let missing = |name: &str| CallCause::Malformed(format!("missing export {name}"));
+        let mistyped = |e: wasmtime::Error| CallCause::Malformed(e.to_string());
         let memory = instance
             .get_memory(&mut store, "memory")
-            .ok_or("missing export memory")?;
+            .ok_or_else(|| missing("memory"))?;
         let typed = |store: &mut Store<HostState>, name: &str| {
             instance
                 .get_func(&mut *store, name)
-                .ok_or_else(|| format!("missing export {name}"))
+                .ok_or_else(|| missing(name))
         };
         let abi_version = typed(&mut store, "ebb_abi_version")?
             .typed::<(), i32>(&store)
-            .map_err(|e| e.to_string())?;
+            .map_err(mistyped)?;
         let alloc = typed(&mut store, "ebb_alloc")?
             .typed::<i32, i32>(&store)
-            .map_err(|e| e.to_string())?;
+            .map_err(mistyped)?;
         let dealloc = typed(&mut store, "ebb_dealloc")?
             .typed::<(i32, i32), ()>(&store)
-            .map_err(|e| e.to_string())?;
+            .map_err(mistyped)?;
         let manifest = typed(&mut store, "ebb_manifest")?
             .typed::<(), i64>(&store)
-            .map_err(|e| e.to_string())?;
+            .map_err(mistyped)?;
         let call = typed(&mut store, "ebb_call")?
             .typed::<(i32, i32), i64>(&store)
-            .map_err(|e| e.to_string())?;
+            .map_err(mistyped)?;
         Ok(PluginInstance {
             store,
             memory,
@@ -532,5 +618,25 @@ impl PluginInstance {
             .call(&mut self.store, (ptr, len))
             .map_err(|e| self.classify(e, deadline))?;
         Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_holds_every_idle_instance_and_every_caller_in_flight() {
+        let limits = PluginLimits {
+            threads: 8,
+            ..PluginLimits::default()
+        };
+        // 64 plugins × 4 idle + 8 threads + 4 expiry calls + 1 upload.
+        assert_eq!(pool_capacity(&limits, 4), 64 * 4 + 8 + 4 + 1);
+        let huge = PluginLimits {
+            max_plugins: usize::MAX,
+            ..limits
+        };
+        assert_eq!(pool_capacity(&huge, 4), u32::MAX, "saturates");
     }
 }
