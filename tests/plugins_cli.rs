@@ -104,3 +104,20 @@ fn a_plugin_dir_installs_each_module_once_across_restarts() {
     assert_eq!(again["versions"].as_array().unwrap().len(), 1);
     assert_eq!(server.stop(), 0);
 }
+
+#[test]
+fn a_signal_while_the_plugin_dir_installs_still_shuts_down_cleanly() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        wasm("ebb_plugin_json"),
+        plugins.path().join("ebb_plugin_json.wasm"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The listening line comes before the install: SIGTERM lands during it.
+    let server = Server::start(
+        dir.path(),
+        &["--plugin-dir", plugins.path().to_str().unwrap()],
+    );
+    assert_eq!(server.stop(), 0, "caught, not the default action");
+}

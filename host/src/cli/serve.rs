@@ -206,23 +206,44 @@ async fn bind_demo_archive(node: &Node) {
     }
 }
 
-async fn signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut terminate) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
+/// SIGINT and SIGTERM, caught from the moment this is made: one that
+/// arrives while the node starts (or before the task that waits for it
+/// runs) is acted on once the server waits for it, never the default
+/// action, which would end the process without a clean shutdown.
+struct Signals {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn catch() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        Self {
+            interrupt: signal(SignalKind::interrupt()).ok(),
+            terminate: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) {
+        async fn one(signal: &mut Option<tokio::signal::unix::Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
             }
         }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
+        tokio::select! {
+            () = one(&mut self.interrupt) => {}
+            () = one(&mut self.terminate) => {}
         }
     }
 }
 
 /// Run the server until SIGINT or SIGTERM; a second signal exits at once.
 pub async fn run(args: ServeArgs) -> ExitCode {
+    let mut signals = Signals::catch();
     // Before the store opens its files: connections and the store share the limit.
     let open_files = crate::http::server::raise_open_files_limit();
     let mut config = NodeConfig::new(&args.data_dir)
@@ -315,11 +336,11 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     let server = tokio::spawn(serve(listener, state, async {
         let _ = stop_rx.await;
     }));
-    signal().await;
+    signals.next().await;
     println!("shutting down: finishing requests, flushing (a second signal exits at once)");
     // A second signal ends the process without waiting.
-    tokio::spawn(async {
-        signal().await;
+    tokio::spawn(async move {
+        signals.next().await;
         eprintln!("second signal: exiting now");
         std::process::exit(130);
     });
