@@ -318,7 +318,9 @@ impl AggregateFunction for Builtin {
 mod tests {
     use super::*;
 
-    fn run(name: &str, values: &[Value], split: usize) -> Value {
+    /// `name` over `values` updated as two partitions split at `split`,
+    /// merged and finished.
+    fn split_run(name: &str, values: &[Value], split: usize) -> Result<Value, FunctionError> {
         let f = builtin(name).unwrap();
         let mut left = f.init().unwrap();
         let mut right = f.init().unwrap();
@@ -330,7 +332,11 @@ mod tests {
             values.len() - split,
         )
         .unwrap();
-        f.finish(f.merge(left, right).unwrap()).unwrap()
+        f.finish(f.merge(left, right).unwrap())
+    }
+
+    fn run(name: &str, values: &[Value], split: usize) -> Value {
+        split_run(name, values, split).unwrap()
     }
 
     #[test]
@@ -375,21 +381,8 @@ mod tests {
 
     /// Every way of splitting `values` in two partitions gives `expected`.
     fn every_split(name: &str, values: &[Value], expected: Result<Value, &str>) {
-        let f = builtin(name).unwrap();
         for split in 0..=values.len() {
-            let mut left = f.init().unwrap();
-            let mut right = f.init().unwrap();
-            f.update(&mut left, &[values[..split].to_vec()], split)
-                .unwrap();
-            f.update(
-                &mut right,
-                &[values[split..].to_vec()],
-                values.len() - split,
-            )
-            .unwrap();
-            let got = f
-                .finish(f.merge(left, right).unwrap())
-                .map_err(|e| e.message);
+            let got = split_run(name, values, split).map_err(|e| e.message);
             assert_eq!(
                 got,
                 expected.clone().map_err(str::to_string),

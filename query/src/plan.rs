@@ -104,7 +104,7 @@ pub struct Plan {
 impl Plan {
     /// Every expression of the plan: filter, projections, grouping, HAVING,
     /// aggregate arguments, ORDER BY.
-    fn exprs(&self) -> Vec<&Expr> {
+    pub fn exprs(&self) -> Vec<&Expr> {
         let mut exprs: Vec<&Expr> = self.filter.iter().collect();
         match &self.shape {
             Shape::Rows { projection } => exprs.extend(projection),

@@ -5,8 +5,7 @@
 
 use bytes::Bytes;
 use ebb_query::{
-    Builtins, Column, Expr, Limits, Meter, Plan, PlanError, RowSource, Shape, Value, eval_batch,
-    eval_one, plan,
+    Builtins, Column, Limits, Meter, PlanError, RowSource, Value, eval_batch, eval_one, plan,
 };
 
 /// A quarter of the 2 MiB that tokio workers and std threads get: whatever
@@ -199,28 +198,6 @@ impl RowSource for Row {
     }
 }
 
-fn expressions(plan: &Plan) -> Vec<&Expr> {
-    let mut exprs: Vec<&Expr> = plan.filter.iter().collect();
-    match &plan.shape {
-        Shape::Rows { projection } => exprs.extend(projection),
-        Shape::Aggregate {
-            group_by,
-            aggregates,
-            having,
-            projection,
-        } => {
-            exprs.extend(group_by);
-            exprs.extend(having);
-            exprs.extend(projection);
-            for aggregate in aggregates {
-                exprs.extend(&aggregate.args);
-            }
-        }
-    }
-    exprs.extend(plan.order_by.iter().map(|k| &k.expr));
-    exprs
-}
-
 /// Plan `sql`, then clone, walk, EXPLAIN, evaluate (a batch and one row)
 /// and drop the plan: every stage that recurses over the tree.
 fn every_stage(sql: &str) -> Result<(), PlanError> {
@@ -229,7 +206,7 @@ fn every_stage(sql: &str) -> Result<(), PlanError> {
     assert!(!copy.explain_lines("all 4").is_empty());
     let _ = (copy.reads_value(), copy.plugin_calls());
     let rows = [Row("a"), Row("1")];
-    for expr in expressions(&copy) {
+    for expr in copy.exprs() {
         let batch = eval_batch(expr, &rows, &mut Meter::unlimited()).unwrap();
         assert_eq!(batch.len(), rows.len());
         eval_one(expr, Row("b"), &mut Meter::unlimited()).unwrap();
