@@ -599,3 +599,19 @@ async fn a_query_holding_too_much_fails_with_max_query_bytes() {
     assert_eq!(fine.rows.len(), 7);
     node.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_page_budget_still_pages_queries_that_build_nothing_and_refuses_the_rest() {
+    let tiny = QueryBudgets {
+        max_page_bytes: 1,
+        ..QueryBudgets::default()
+    };
+    let node = node_with(tiny, 300).await;
+    let (rows, _) = all_pages(&node, "SELECT key, value FROM t", 50).await;
+    assert_eq!(rows.len(), 300);
+    match node.query(sql("SELECT key || 'x' FROM t", 50)).await {
+        Err(QueryError::Budget { budget, .. }) => assert_eq!(budget, "max_page_bytes"),
+        other => panic!("expected max_page_bytes, got {other:?}"),
+    }
+    node.shutdown().await.unwrap();
+}

@@ -85,8 +85,6 @@ pub struct PageOutput {
     pub done: bool,
     /// Records visited (tombstones and expired ones included).
     pub visited: usize,
-    /// Bytes of text and blob values the page built.
-    pub built: usize,
 }
 
 /// How much one page may do.
@@ -170,7 +168,9 @@ pub fn run_page(
             upper_bound(&range.end),
         );
         for (key, record) in snapshot.records.range::<_, str>(bounds) {
-            if out.visited == budget.visit || meter.used() >= soft_bytes {
+            // A page that built nothing never ends early (a budget under 4
+            // bytes makes the soft share 0), so every page makes progress.
+            if out.visited == budget.visit || (meter.used() > 0 && meter.used() >= soft_bytes) {
                 exhausted = false;
                 break 'ranges;
             }
@@ -195,7 +195,6 @@ pub fn run_page(
         }
     }
     evaluate(plan, &mut batch, &mut out, &mut meter)?;
-    out.built = meter.used();
     out.done = exhausted;
     out.resume_after = last.cloned().or_else(|| resume_after.map(Arc::from));
     Ok(out)
