@@ -82,14 +82,20 @@ fn plugins_are_called_locally_pushed_listed_and_used_in_sql() {
     assert_eq!(server.stop(), 0);
 }
 
-#[test]
-fn a_plugin_dir_installs_each_module_once_across_restarts() {
+/// A directory holding the bundled json plugin, for `--plugin-dir`.
+fn json_plugin_dir() -> tempfile::TempDir {
     let plugins = tempfile::tempdir().unwrap();
     std::fs::copy(
         wasm("ebb_plugin_json"),
         plugins.path().join("ebb_plugin_json.wasm"),
     )
     .unwrap();
+    plugins
+}
+
+#[test]
+fn a_plugin_dir_installs_each_module_once_across_restarts() {
+    let plugins = json_plugin_dir();
     let dir = tempfile::tempdir().unwrap();
     let args = ["--plugin-dir", plugins.path().to_str().unwrap()];
     let detail = |server: &Server| {
@@ -107,12 +113,7 @@ fn a_plugin_dir_installs_each_module_once_across_restarts() {
 
 #[test]
 fn a_signal_while_the_plugin_dir_installs_still_shuts_down_cleanly() {
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        wasm("ebb_plugin_json"),
-        plugins.path().join("ebb_plugin_json.wasm"),
-    )
-    .unwrap();
+    let plugins = json_plugin_dir();
     let dir = tempfile::tempdir().unwrap();
     // The listening line comes before the install: SIGTERM lands during it.
     let server = Server::start(
