@@ -17,6 +17,7 @@
 
 pub mod alloc;
 pub mod cli;
+pub mod clock;
 pub mod error;
 pub mod exec;
 pub mod expiry;

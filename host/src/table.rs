@@ -10,10 +10,10 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::Node;
+use crate::clock::now_ms;
 use crate::error::Error;
 use crate::fragment::state::{Mutation, WriteOutcome};
 use crate::names::{TableName, validate_key};
-use crate::node::clock::now_ms;
 use crate::node::router::key_hash;
 use crate::record::Version;
 

@@ -20,8 +20,8 @@ use super::merge_order::MergeOrder;
 use super::page::{Groups, OutRow, PageBudget, PageOutput, run_page};
 use super::{Consistency, QueryBudgets, QueryError, QueryOutput, QueryRequest, QueryStats};
 use crate::Node;
+use crate::clock::now_ms;
 use crate::fragment::partition::PartitionSnapshot;
-use crate::node::clock::now_ms;
 use crate::plugin::sql::HostFunctions;
 
 /// Plan and run `request`, returning one page of results.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::periodic::Maintenance;
 use super::runtime::FragmentShared;
-use crate::node::clock::now_ms;
+use crate::clock::now_ms;
 
 /// Expiry conversion, run by a [`super::periodic::Periodic`] actor.
 pub struct Cleaner;

@@ -87,10 +87,10 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
+    use crate::clock::HybridClock;
     use crate::fragment::flush::Persistence;
     use crate::fragment::state::{Mutation, WriteOutcome};
     use crate::names::TableName;
-    use crate::node::clock::HybridClock;
     use crate::record::RecordKind;
     use crate::store::{Committer, MemoryStore};
 

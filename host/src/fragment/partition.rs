@@ -152,7 +152,7 @@ impl Partition {
 
     /// A consistent view for readers now.
     pub fn snapshot(&self) -> PartitionSnapshot {
-        self.snapshot_at(crate::node::clock::now_ms())
+        self.snapshot_at(crate::clock::now_ms())
     }
 }
 

@@ -11,8 +11,8 @@ use tokio::sync::Notify;
 
 use super::flush::{BacklogFull, Persistence};
 use super::partition::{ApplyOutcome, Partition, PartitionSnapshot};
+use crate::clock::HybridClock;
 use crate::names::TableName;
-use crate::node::clock::HybridClock;
 use crate::record::{Record, Version};
 use crate::store::FragmentId;
 

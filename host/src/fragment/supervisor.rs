@@ -14,7 +14,7 @@ use super::periodic::{Periodic, RunNow};
 use super::runtime::FragmentShared;
 use super::snapshotter::Snapshotter;
 use super::worker::Operation;
-use crate::node::clock::now_ms;
+use crate::clock::now_ms;
 
 /// The supervised children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

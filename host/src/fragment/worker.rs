@@ -8,8 +8,8 @@ use tokio::sync::oneshot;
 use super::flush::BacklogFull;
 use super::pool::Permit;
 use super::state::{FragmentState, Mutation, WriteOutcome};
+use crate::clock::now_ms;
 use crate::names::TableName;
-use crate::node::clock::now_ms;
 
 /// What an operation does.
 pub enum Task {

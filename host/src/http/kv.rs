@@ -12,8 +12,8 @@ use serde_json::json;
 use super::AppState;
 use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
+use crate::clock::now_ms;
 use crate::names::NameError;
-use crate::node::clock::now_ms;
 use crate::table::{Durability, Expiry, PutOptions};
 
 /// Query parameters of `PUT /v1/tables/{t}/keys/{k}`.

@@ -355,7 +355,7 @@ async fn expiry_metrics(app: &AppState, out: &mut PromWriter) {
         "gauge",
         "Time since the deadline of the oldest pending expiry event.",
     );
-    let now = crate::node::clock::now_ms();
+    let now = crate::clock::now_ms();
     for (table, status) in &depths {
         if let Some(deadline) = status.oldest_deadline_ms {
             out.sample(

@@ -10,7 +10,7 @@ use ebb_proto::plugin::v1 as abi;
 use tokio::sync::oneshot;
 
 use super::Node;
-use super::clock::now_ms;
+use crate::clock::now_ms;
 use crate::expiry::dispatcher::{self, Command, Context, QueueStatus};
 use crate::expiry::entries::{self, DeadLetterPage};
 use crate::expiry::event::{PendingEvent, parse_hex_id};

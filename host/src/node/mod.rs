@@ -2,7 +2,6 @@
 //! operation gate, and the boot and shutdown sequences.
 
 pub mod boot;
-pub mod clock;
 pub mod config;
 mod expiry;
 pub mod gate;
@@ -12,6 +11,7 @@ use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
+use crate::clock::{HybridClock, now_ms};
 use crate::error::{OpenError, ShutdownError};
 use crate::expiry::Outbox;
 use crate::fragment::flush::Persistence;
@@ -22,7 +22,6 @@ use crate::names::TableName;
 use crate::plugin::{PluginError, PluginRegistry, PluginRuntime};
 use crate::store::{Committer, DataDirMeta, KvStore, RocksStore, StoreError};
 use crate::table::Table;
-use clock::{HybridClock, now_ms};
 use config::{DEFAULT_FRAGMENTS, NodeConfig};
 use gate::OperationGate;
 use router::Router;

@@ -16,7 +16,7 @@ use wasmtime::Module;
 use super::error::ArtifactRejected;
 use super::error::{CallCause, PluginCallError, PluginError, PluginInvalid};
 use super::runtime::{Artifact, PluginInstance, PluginRuntime};
-use crate::node::clock::now_ms;
+use crate::clock::now_ms;
 use crate::store::{Family, KvStore};
 
 /// What is kept about every version of a plugin.
