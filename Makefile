@@ -37,7 +37,7 @@ run: prereqs plugins
 		--plugin-dir $(BUNDLED_DIR) --demo
 
 example: prereqs
-	$(CARGO) run $(PROFILE) -p ebb-host --example embedded
+	$(CARGO) run $(PROFILE) --workspace --example embedded
 
 test: prereqs plugins
 	$(CARGO) test $(PROFILE) --workspace --all-targets
@@ -50,28 +50,28 @@ FUZZ_SECONDS ?= 600
 FUZZ_LIB_CASES ?= 200000
 fuzz-soak: prereqs plugins
 	@echo "fuzz soak: $(FUZZ_SECONDS) s per fuzz test at $$(git rev-parse --short HEAD)"
-	EBB_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test $(PROFILE) -p ebb-host --test fuzz -- --nocapture --test-threads 8
-	EBB_FUZZ_LIB_CASES=$(FUZZ_LIB_CASES) $(CARGO) test $(PROFILE) -p ebb-host --lib -- --nocapture ::fuzz::
+	EBB_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test $(PROFILE) --workspace --test fuzz -- --nocapture --test-threads 8
+	EBB_FUZZ_LIB_CASES=$(FUZZ_LIB_CASES) $(CARGO) test $(PROFILE) --workspace --lib -- --nocapture ::fuzz::
 	@echo "fuzz soak: clean after $(FUZZ_SECONDS) s per fuzz test and $(FUZZ_LIB_CASES) cases per decoder property at $$(git rev-parse --short HEAD)"
 
 bench: prereqs
-	$(CARGO) bench -p ebb-host --bench kv
+	$(CARGO) bench --workspace --bench kv
 
 bench-sql: prereqs
-	$(CARGO) bench -p ebb-host --bench sql_vs_sqlite
+	$(CARGO) bench --workspace --bench sql_vs_sqlite
 
 bench-plugins: prereqs plugins
-	$(CARGO) bench -p ebb-host --bench plugins
+	$(CARGO) bench --workspace --bench plugins
 
 bench-expiry: prereqs plugins
-	$(CARGO) bench -p ebb-host --bench expiry
+	$(CARGO) bench --workspace --bench expiry
 
 bench-http: prereqs
 	./scripts/bench-http.sh
 
 # Point-read latency and server memory while heavy queries run.
 bench-isolation: prereqs
-	$(CARGO) bench -p ebb-host --bench isolation
+	$(CARGO) bench --workspace --bench isolation
 
 lint: prereqs
 	$(CARGO) fmt --all -- --check

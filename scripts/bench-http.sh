@@ -15,7 +15,7 @@ if ! command -v wrk >/dev/null 2>&1; then
   $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq wrk >/dev/null
 fi
 
-cargo build --release -q -p ebb-host --bin ebb --example http_floor
+cargo build --release -q --workspace --bin ebb --example http_floor
 bin="${CARGO_TARGET_DIR:-target}/release"
 work=$(mktemp -d)
 pids=()

@@ -16,13 +16,11 @@
 //! ```
 
 pub mod alloc;
-pub mod cli;
 pub mod clock;
 pub mod error;
 pub mod exec;
 pub mod expiry;
 pub mod fragment;
-pub mod http;
 pub mod metrics;
 pub mod names;
 pub mod node;

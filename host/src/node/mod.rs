@@ -370,6 +370,19 @@ impl Node {
         &self.inner.config.data_dir
     }
 
+    /// The configuration the node was opened with.
+    pub fn config(&self) -> &NodeConfig {
+        &self.inner.config
+    }
+
+    /// Each fragment's flush latencies, in fragment order.
+    pub fn flush_latencies(&self) -> impl Iterator<Item = &crate::metrics::Histogram> {
+        self.inner
+            .fragments
+            .iter()
+            .map(|fragment| fragment.state().persistence().flush_latency())
+    }
+
     /// What boot loaded and converted.
     pub fn boot_stats(&self) -> BootStats {
         self.inner.boot

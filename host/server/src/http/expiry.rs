@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
-use crate::expiry::event::hex;
-use crate::expiry::{BindRequest, Binding, ExpiryError, PendingEvent};
+use ebb_host::expiry::event::hex;
+use ebb_host::expiry::{BindRequest, Binding, ExpiryError, PendingEvent};
 
 /// Largest body of the expiry routes.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -160,7 +160,7 @@ fn dead_letter_json(event: &PendingEvent) -> Value {
     json!({
         "id": hex(&e.id),
         "key": e.key,
-        "value": crate::exec::convert::bytes_json(&e.value),
+        "value": ebb_host::exec::convert::bytes_json(&e.value),
         "version": format!("{}.{}", e.version_ms, e.version_counter),
         "expires_at_ms": e.expires_at_ms,
         "observed_at_ms": e.observed_at_ms,

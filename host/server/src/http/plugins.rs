@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::body::{no_params, path, read_limited};
 use super::error::ApiError;
-use crate::plugin::{PluginError, PluginVersion};
+use ebb_host::plugin::{PluginError, PluginVersion};
 
 impl From<PluginError> for ApiError {
     fn from(error: PluginError) -> Self {

@@ -23,7 +23,7 @@ use axum::routing::{get, post, put};
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
-use crate::Node;
+use ebb_host::Node;
 use error::ApiError;
 use observe::HttpMetrics;
 

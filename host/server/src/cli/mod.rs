@@ -160,7 +160,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             // A worker that parks may have just freed a large response.
-            .on_thread_park(crate::alloc::release_idle_memory)
+            .on_thread_park(ebb_host::alloc::release_idle_memory)
             .build()
         {
             Ok(runtime) => runtime.block_on(serve::run(args)),
@@ -247,7 +247,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             let reply = client.send("GET", &key_path(&table, &key), None)?;
             match format {
                 Format::Json | Format::Ndjson | Format::Csv => {
-                    let value = crate::exec::convert::bytes_json(&reply.body);
+                    let value = ebb_host::exec::convert::bytes_json(&reply.body);
                     let expires: Option<u64> =
                         reply.header("ebb-expires-at").and_then(|v| v.parse().ok());
                     print_json(&json!({

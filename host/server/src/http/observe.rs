@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::server::ConnectionStats;
-use crate::metrics::{Histogram, PromWriter};
+use ebb_host::metrics::{Histogram, PromWriter};
 
 /// Request counters and latency histograms, by route, and connection counters.
 #[derive(Default)]
@@ -238,19 +238,15 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
         "histogram",
         "Duration of successful flushes.",
     );
-    for (id, fragment) in app.node.inner.fragments.iter().enumerate() {
+    for (id, latency) in app.node.flush_latencies().enumerate() {
         let id = id.to_string();
-        out.histogram(
-            "ebb_flush_duration_seconds",
-            &[("fragment", &id)],
-            fragment.state().persistence().flush_latency(),
-        );
+        out.histogram("ebb_flush_duration_seconds", &[("fragment", &id)], latency);
     }
     let plugins = app.node.plugins().list();
     let plugin_metrics: Vec<(
         String,
         String,
-        std::sync::Arc<crate::plugin::registry::FunctionMetrics>,
+        std::sync::Arc<ebb_host::plugin::registry::FunctionMetrics>,
     )> = plugins
         .iter()
         .flat_map(|p| {
@@ -329,7 +325,7 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
 }
 
 /// Picks one counter of a table's expiry statistics.
-type StatField = fn(&crate::expiry::TableStats) -> &std::sync::atomic::AtomicU64;
+type StatField = fn(&ebb_host::expiry::TableStats) -> &std::sync::atomic::AtomicU64;
 
 /// Expiry-handler metrics per table: outbox depth, lag, handled, failures,
 /// dead letters.
@@ -355,7 +351,7 @@ async fn expiry_metrics(app: &AppState, out: &mut PromWriter) {
         "gauge",
         "Time since the deadline of the oldest pending expiry event.",
     );
-    let now = crate::clock::now_ms();
+    let now = ebb_host::clock::now_ms();
     for (table, status) in &depths {
         if let Some(deadline) = status.oldest_deadline_ms {
             out.sample(

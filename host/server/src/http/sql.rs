@@ -15,8 +15,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::AppState;
 use super::body::{no_params, read_limited};
 use super::error::ApiError;
-use crate::exec::convert::{from_json, to_json};
-use crate::exec::{self, Consistency, QueryError, QueryRequest, QueryStats};
+use ebb_host::exec::convert::{from_json, to_json};
+use ebb_host::exec::{self, Consistency, QueryError, QueryRequest, QueryStats};
 use ebb_query::{OutputColumn, PlanError};
 
 /// Largest `/v1/sql` request body.

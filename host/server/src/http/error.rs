@@ -5,8 +5,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use crate::Error;
-use crate::names::NameError;
+use ebb_host::Error;
+use ebb_host::names::NameError;
 
 /// An error answered as `{"error": {"code", "message", ...}}`.
 #[derive(Debug, Clone)]
@@ -94,7 +94,7 @@ impl From<Error> for ApiError {
         let message = error.to_string();
         match error {
             Error::InvalidName(NameError::KeyTooLong { .. }) => {
-                ApiError::too_large(message, crate::names::MAX_KEY_BYTES)
+                ApiError::too_large(message, ebb_host::names::MAX_KEY_BYTES)
             }
             Error::InvalidName(_) | Error::InvalidTtl(_) | Error::InvalidFunction(_) => {
                 ApiError::invalid_request(message)
@@ -139,9 +139,9 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fragment::flush::BacklogFull;
-    use crate::fragment::pool::Shed;
-    use crate::store::StoreError;
+    use ebb_host::fragment::flush::BacklogFull;
+    use ebb_host::fragment::pool::Shed;
+    use ebb_host::store::StoreError;
 
     #[test]
     fn a_request_timeout_closes_the_connection() {

@@ -9,9 +9,9 @@ use std::time::Duration;
 use clap::Args;
 
 use super::duration::{HumanDuration, parse_duration, positive_duration};
-use crate::Node;
 use crate::http::{AppState, HttpLimits, serve};
-use crate::node::config::NodeConfig;
+use ebb_host::Node;
+use ebb_host::node::config::NodeConfig;
 
 /// Options of `ebb serve`.
 #[derive(Debug, Args)]
@@ -29,7 +29,7 @@ pub struct ServeArgs {
     #[arg(long, env = "EBB_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
     /// Largest value in bytes (at most 16 MiB).
-    #[arg(long, default_value_t = crate::node::config::DEFAULT_MAX_VALUE_BYTES)]
+    #[arg(long, default_value_t = ebb_host::node::config::DEFAULT_MAX_VALUE_BYTES)]
     pub max_value_bytes: usize,
     /// Largest batch request body in bytes.
     #[arg(long, default_value_t = HttpLimits::default().max_body_bytes)]
@@ -47,14 +47,14 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub query_timeout: Duration,
     /// Linear memory per plugin instance, in MiB.
-    #[arg(long, default_value_t = (crate::plugin::PluginLimits::default().max_memory_bytes >> 20) as u64)]
+    #[arg(long, default_value_t = (ebb_host::plugin::PluginLimits::default().max_memory_bytes >> 20) as u64)]
     pub plugin_memory_mib: u64,
     /// Deadline of one plugin call from SQL (a batch of rows), e.g. 100ms.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     pub plugin_deadline: Duration,
     /// Threads that run query work calling plugins (1 to 256; default: the
     /// machine's cores). More wait their turn.
-    #[arg(long, default_value_t = crate::plugin::PluginLimits::default().threads)]
+    #[arg(long, default_value_t = ebb_host::plugin::PluginLimits::default().threads)]
     pub plugin_threads: usize,
     /// Deadline of one expiry handler call (a batch of events), e.g. 1s.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
@@ -67,10 +67,10 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub expiry_backoff_max: Duration,
     /// Expiry handler calls running at once over the node (1 to 256).
-    #[arg(long, default_value_t = crate::expiry::ExpiryConfig::default().concurrency)]
+    #[arg(long, default_value_t = ebb_host::expiry::ExpiryConfig::default().concurrency)]
     pub expiry_concurrency: usize,
     /// Largest plugin module upload in bytes.
-    #[arg(long, default_value_t = crate::plugin::PluginLimits::default().max_module_bytes)]
+    #[arg(long, default_value_t = ebb_host::plugin::PluginLimits::default().max_module_bytes)]
     pub max_plugin_bytes: usize,
     /// Install (or update) every `*.wasm` in this directory at start; the
     /// plugin name is the file name without `.wasm` and an `ebb_plugin_` prefix.
@@ -80,17 +80,17 @@ pub struct ServeArgs {
     #[arg(long)]
     pub demo: bool,
     /// Most records one SQL query may visit.
-    #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_scanned_records)]
+    #[arg(long, default_value_t = ebb_host::exec::QueryBudgets::default().max_scanned_records)]
     pub max_scanned_records: u64,
     /// Bytes of values one page of a SQL query may build.
-    #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_page_bytes)]
+    #[arg(long, default_value_t = ebb_host::exec::QueryBudgets::default().max_page_bytes)]
     pub max_page_bytes: usize,
     /// Bytes one SQL query may hold at once (parameters, buffered rows, groups).
-    #[arg(long, default_value_t = crate::exec::QueryBudgets::default().max_query_bytes)]
+    #[arg(long, default_value_t = ebb_host::exec::QueryBudgets::default().max_query_bytes)]
     pub max_query_bytes: usize,
     /// Versions recorded per plugin, the current one included (0 counts as
     /// 1); older ones are deleted.
-    #[arg(long, default_value_t = crate::plugin::PluginLimits::default().max_versions)]
+    #[arg(long, default_value_t = ebb_host::plugin::PluginLimits::default().max_versions)]
     pub max_plugin_versions: usize,
     /// Longest a client may take to send a request's line and headers
     /// (from the accept for a connection's first request, from the first
@@ -157,14 +157,14 @@ async fn install_plugin_dir(node: &Node, dir: &std::path::Path) {
 
 /// Fill table `requests` with JSON request logs when it is empty; the
 /// number of records written.
-async fn load_demo(node: &Node) -> Result<usize, crate::Error> {
+async fn load_demo(node: &Node) -> Result<usize, ebb_host::Error> {
     let table = node.table("requests")?;
     if table.get("req:0000").await?.is_some() {
         return Ok(0);
     }
     let paths = ["/api/users", "/api/orders", "/api/search", "/health"];
-    let ops: Vec<crate::BatchOp> = (0..400)
-        .map(|i| crate::BatchOp::Put {
+    let ops: Vec<ebb_host::BatchOp> = (0..400)
+        .map(|i| ebb_host::BatchOp::Put {
             key: format!("req:{i:04}"),
             value: format!(
                 r#"{{"path": "{}", "ms": {:.1}, "status": {}}}"#,
@@ -173,11 +173,11 @@ async fn load_demo(node: &Node) -> Result<usize, crate::Error> {
                 if i % 19 == 0 { 500 } else { 200 }
             )
             .into(),
-            expiry: crate::Expiry::Never,
+            expiry: ebb_host::Expiry::Never,
         })
         .collect();
     let count = ops.len();
-    for outcome in table.batch(ops, crate::Durability::Wal).await {
+    for outcome in table.batch(ops, ebb_host::Durability::Wal).await {
         outcome?;
     }
     Ok(count)
@@ -187,7 +187,7 @@ async fn load_demo(node: &Node) -> Result<usize, crate::Error> {
 /// `sessions_archive`), unless `sessions` is bound already or the archive
 /// plugin is not installed.
 async fn bind_demo_archive(node: &Node) {
-    let Ok(table) = crate::names::TableName::new("sessions") else {
+    let Ok(table) = ebb_host::names::TableName::new("sessions") else {
         return;
     };
     if node.plugins().get("archive").is_none()
@@ -195,10 +195,10 @@ async fn bind_demo_archive(node: &Node) {
     {
         return;
     }
-    let request = crate::BindRequest {
+    let request = ebb_host::BindRequest {
         plugin: "archive".into(),
         function: "copy".into(),
-        ..crate::BindRequest::default()
+        ..ebb_host::BindRequest::default()
     };
     match node.bind_expiry("sessions", request).await {
         Ok(_) => println!("demo: expiries of table sessions are copied into sessions_archive"),
@@ -250,12 +250,12 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         .max_value_bytes(args.max_value_bytes)
         .flush_interval(args.flush_interval)
         .clean_interval(args.clean_interval)
-        .query_budgets(crate::exec::QueryBudgets {
+        .query_budgets(ebb_host::exec::QueryBudgets {
             timeout: args.query_timeout,
             max_scanned_records: args.max_scanned_records,
             max_page_bytes: args.max_page_bytes,
             max_query_bytes: args.max_query_bytes,
-            ..crate::exec::QueryBudgets::default()
+            ..ebb_host::exec::QueryBudgets::default()
         });
     config.fragments = args.fragments;
     config.plugins.max_module_bytes = args.max_plugin_bytes;

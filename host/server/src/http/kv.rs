@@ -12,9 +12,9 @@ use serde_json::json;
 use super::AppState;
 use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
-use crate::clock::now_ms;
-use crate::names::NameError;
-use crate::table::{Durability, Expiry, PutOptions};
+use ebb_host::clock::now_ms;
+use ebb_host::names::NameError;
+use ebb_host::table::{Durability, Expiry, PutOptions};
 
 /// Query parameters of `PUT /v1/tables/{t}/keys/{k}`.
 #[derive(Debug, Deserialize)]
@@ -36,7 +36,9 @@ pub struct WriteParams {
 pub fn durability(name: Option<&str>) -> Result<Durability, ApiError> {
     name.map_or(Ok(Durability::Wal), |name| {
         name.parse()
-            .map_err(|e: crate::table::UnknownDurability| ApiError::invalid_request(e.to_string()))
+            .map_err(|e: ebb_host::table::UnknownDurability| {
+                ApiError::invalid_request(e.to_string())
+            })
     })
 }
 
@@ -52,7 +54,7 @@ pub fn expiry(ttl_ms: Option<u64>, expires_at_ms: Option<u64>) -> Result<Expiry,
     }
 }
 
-fn version_header(version: &crate::Version) -> HeaderValue {
+fn version_header(version: &ebb_host::Version) -> HeaderValue {
     HeaderValue::from_str(&version.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
@@ -72,7 +74,7 @@ pub async fn put_key(
         .resolve(now_ms())
         .map_err(ApiError::from)?;
     let table = app.node.table(&table).map_err(ApiError::from)?;
-    let limit = app.node.inner.config.max_value_bytes;
+    let limit = app.node.config().max_value_bytes;
     let value = read_limited(&headers, body, limit, "the value", "--max-value-bytes").await?;
     let mut options = PutOptions::default().durability(durability);
     if let Some(at) = expires_at_ms {
@@ -154,7 +156,7 @@ pub async fn empty_key(
         Err(error) => return error,
     };
     match app.node.table(&table) {
-        Ok(_) => crate::Error::InvalidName(NameError::EmptyKey).into(),
+        Ok(_) => ebb_host::Error::InvalidName(NameError::EmptyKey).into(),
         Err(error) => error.into(),
     }
 }

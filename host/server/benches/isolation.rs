@@ -17,9 +17,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ebb_host::cli::client::{Client, ClientError};
+use ebb_server::cli::client::{Client, ClientError};
 use serde_json::json;
 
+#[path = "../../benches/common/mod.rs"]
 mod common;
 
 fn env_number(name: &str, default: u64) -> u64 {

@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use super::Format;
 use super::client::{Client, ClientError, encode_segment};
-use crate::exec::convert::{from_proto, to_proto};
-use crate::plugin::{PluginLimits, PluginRuntime};
+use ebb_host::exec::convert::{from_proto, to_proto};
+use ebb_host::plugin::{PluginLimits, PluginRuntime};
 
 /// Plugin commands.
 #[derive(Debug, Subcommand)]
@@ -159,7 +159,7 @@ fn print_manifest(manifest: &abi::Manifest, size: usize) {
 fn arg_value(text: &str) -> ebb_query::Value {
     serde_json::from_str::<Value>(text)
         .ok()
-        .and_then(|json| crate::exec::convert::from_json(&json).ok())
+        .and_then(|json| ebb_host::exec::convert::from_json(&json).ok())
         .unwrap_or_else(|| ebb_query::Value::text(text))
 }
 
@@ -263,8 +263,8 @@ pub fn run(
             let bytes = std::fs::read(&file)
                 .map_err(|e| fail(format!("cannot read {}: {e}", file.display())))?;
             let runtime = PluginRuntime::new(PluginLimits::default(), 0).map_err(fail)?;
-            let store = crate::store::MemoryStore::new();
-            let registry = crate::plugin::PluginRegistry::load(runtime, &store)
+            let store = ebb_host::store::MemoryStore::new();
+            let registry = ebb_host::plugin::PluginRegistry::load(runtime, &store)
                 .map_err(|e| fail(e.to_string()))?;
             let version = registry
                 .install(&store, "local", &bytes)
@@ -338,7 +338,7 @@ pub fn run(
                         value.render()
                     }
                 ),
-                _ => println!("{}", crate::exec::convert::to_json(&value)),
+                _ => println!("{}", ebb_host::exec::convert::to_json(&value)),
             }
         }
     }
