@@ -12,7 +12,12 @@ use ebb_query::Value;
 fn wasm(name: &str) -> Vec<u8> {
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        .unwrap_or_else(|_| {
+            // The workspace root (where Cargo.lock is) holds the default target dir.
+            let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            let root = manifest.ancestors().find(|d| d.join("Cargo.lock").exists());
+            root.unwrap_or(manifest).join("target")
+        });
     let path = target.join(format!("wasm32-unknown-unknown/release/{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(

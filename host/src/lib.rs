@@ -17,7 +17,6 @@
 
 pub mod alloc;
 pub mod clock;
-pub mod error;
 pub mod exec;
 pub mod expiry;
 pub mod fragment;
@@ -27,12 +26,13 @@ pub mod node;
 pub mod plugin;
 pub mod record;
 pub mod store;
-pub mod table;
+pub mod write;
 
-pub use error::{Error, OpenError, ShutdownError};
 pub use exec::{Consistency, QueryBudgets, QueryError, QueryOutput, QueryRequest, QueryStats};
 pub use expiry::{BindRequest, Binding, ExpiryConfig, ExpiryError};
 pub use node::config::NodeConfig;
+pub use node::error::{Error, OpenError, ShutdownError};
+pub use node::table::Table;
 pub use node::{BootStats, Node, NodeHealth, TableInfo};
 pub use record::{Record, RecordKind, Version};
-pub use table::{BatchOp, BatchOutcome, Durability, Entry, Expiry, PutOptions, Table};
+pub use write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, InvalidTtl, PutOptions};

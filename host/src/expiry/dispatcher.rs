@@ -29,7 +29,7 @@ use crate::names::{TableName, validate_key};
 use crate::node::NodeInner;
 use crate::plugin::PluginRegistry;
 use crate::store::{Family, FamilyWrite, FragmentId, KvStore};
-use crate::table::{BatchOp, Durability, Expiry};
+use crate::write::{BatchOp, Durability, Expiry};
 use crate::{Error, Node};
 
 /// A failed batch is retried in pieces of at most `1 / SPLIT` of its size,

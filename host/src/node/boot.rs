@@ -10,6 +10,15 @@ use crate::fragment::partition::Partition;
 use crate::names::TableName;
 use crate::store::{FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
 
+/// What boot found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootStats {
+    /// Records loaded from the store.
+    pub records: usize,
+    /// Records that expired while the node was down, converted before serving.
+    pub converted: usize,
+}
+
 /// One fragment as loaded from the store.
 pub struct LoadedFragment {
     /// Partitions by table.

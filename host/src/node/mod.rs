@@ -3,16 +3,22 @@
 
 pub mod boot;
 pub mod config;
+pub mod error;
 mod expiry;
 pub mod gate;
+mod inner;
 pub mod router;
+pub mod table;
+
+pub use boot::BootStats;
+pub use inner::Node;
+pub(crate) use inner::NodeInner;
 
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
 use crate::clock::{HybridClock, now_ms};
-use crate::error::{OpenError, ShutdownError};
 use crate::expiry::Outbox;
 use crate::fragment::flush::Persistence;
 use crate::fragment::runtime::FragmentConfig;
@@ -21,10 +27,11 @@ use crate::fragment::{Fragment, FragmentHealth};
 use crate::names::TableName;
 use crate::plugin::{PluginError, PluginRegistry, PluginRuntime};
 use crate::store::{Committer, DataDirMeta, KvStore, RocksStore, StoreError};
-use crate::table::Table;
 use config::{DEFAULT_FRAGMENTS, NodeConfig};
+use error::{OpenError, ShutdownError};
 use gate::OperationGate;
 use router::Router;
+use table::Table;
 
 /// A table with its live record count.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,15 +41,6 @@ pub struct TableInfo {
     /// Live records over all fragments (records past their deadline count
     /// until the cleaner converts them, normally within milliseconds).
     pub live_records: usize,
-}
-
-/// What boot found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BootStats {
-    /// Records loaded from the store.
-    pub records: usize,
-    /// Records that expired while the node was down, converted before serving.
-    pub converted: usize,
 }
 
 /// Health of the whole node.
@@ -66,40 +64,6 @@ impl NodeHealth {
                 .iter()
                 .all(|f| f.as_ref().is_some_and(FragmentHealth::is_healthy))
     }
-}
-
-pub(crate) struct NodeInner {
-    pub(crate) config: NodeConfig,
-    pub(crate) meta: DataDirMeta,
-    pub(crate) router: Router,
-    pub(crate) fragments: Vec<Fragment>,
-    pub(crate) gate: OperationGate,
-    /// Taken out (and so closed) by a completed shutdown.
-    store: parking_lot::Mutex<Option<Arc<dyn KvStore>>>,
-    pub(crate) plugins: Arc<PluginRegistry>,
-    /// Native SQL functions registered by the embedding application.
-    pub(crate) natives: Arc<crate::exec::native::NativeFunctions>,
-    /// Expiry bindings, outbox sequence and statistics.
-    pub(crate) outbox: Arc<Outbox>,
-    /// Serializes binding changes with plugin installs and removals.
-    pub(crate) bindings_lock: parking_lot::Mutex<()>,
-    /// The expiry dispatcher, until shutdown stops it.
-    dispatcher: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
-    committer: Arc<Committer>,
-    clock: Arc<HybridClock>,
-    boot: BootStats,
-    closed: Mutex<bool>,
-}
-
-/// An ebb node. Cheap to clone; all clones share the node.
-///
-/// Open it with [`Node::open`] inside a tokio runtime and end it with
-/// [`Node::shutdown`], which drains admitted work and flushes everything;
-/// dropping a node without shutting it down loses only `memory`-durability
-/// writes of the last flush interval.
-#[derive(Clone)]
-pub struct Node {
-    pub(crate) inner: Arc<NodeInner>,
 }
 
 async fn blocking<T: Send + 'static>(

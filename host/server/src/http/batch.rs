@@ -15,7 +15,7 @@ use super::AppState;
 use super::body::{path, query, read_limited};
 use super::error::ApiError;
 use super::kv::{WriteParams, durability, expiry};
-use ebb_host::table::{BatchOp, BatchOutcome};
+use ebb_host::write::{BatchOp, BatchOutcome};
 
 /// One item as sent.
 #[derive(Debug, Deserialize)]

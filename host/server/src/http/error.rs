@@ -166,7 +166,11 @@ mod tests {
                 "too_large",
             ),
             (Error::ValueTooLarge { len: 2, limit: 1 }, 413, "too_large"),
-            (Error::InvalidTtl("zero".into()), 400, "invalid_request"),
+            (
+                Error::InvalidTtl(ebb_host::InvalidTtl::Zero),
+                400,
+                "invalid_request",
+            ),
             (
                 Error::Overloaded(Shed {
                     fragment: 1,

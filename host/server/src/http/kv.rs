@@ -14,7 +14,7 @@ use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
 use ebb_host::clock::now_ms;
 use ebb_host::names::NameError;
-use ebb_host::table::{Durability, Expiry, PutOptions};
+use ebb_host::write::{Durability, Expiry, PutOptions};
 
 /// Query parameters of `PUT /v1/tables/{t}/keys/{k}`.
 #[derive(Debug, Deserialize)]
@@ -36,7 +36,7 @@ pub struct WriteParams {
 pub fn durability(name: Option<&str>) -> Result<Durability, ApiError> {
     name.map_or(Ok(Durability::Wal), |name| {
         name.parse()
-            .map_err(|e: ebb_host::table::UnknownDurability| {
+            .map_err(|e: ebb_host::write::UnknownDurability| {
                 ApiError::invalid_request(e.to_string())
             })
     })
@@ -72,7 +72,7 @@ pub async fn put_key(
     // Resolve the deadline here so the answer reports exactly what was stored.
     let expires_at_ms = expiry(params.ttl_ms, params.expires_at_ms)?
         .resolve(now_ms())
-        .map_err(ApiError::from)?;
+        .map_err(|e| ApiError::from(ebb_host::Error::from(e)))?;
     let table = app.node.table(&table).map_err(ApiError::from)?;
     let limit = app.node.config().max_value_bytes;
     let value = read_limited(&headers, body, limit, "the value", "--max-value-bytes").await?;

@@ -1,178 +1,18 @@
-//! The embedded table API: put, get, delete and batches with TTL and
-//! durability options.
+//! The embedded table API: put, get, delete and batches on one table of a
+//! node.
 
-use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
-use std::sync::Arc;
-use std::time::Duration;
-
-use bytes::Bytes;
-
-use crate::Node;
+use super::error::Error;
+use super::inner::Node;
+use super::router::key_hash;
 use crate::clock::now_ms;
-use crate::error::Error;
 use crate::fragment::state::{Mutation, WriteOutcome};
 use crate::names::{TableName, validate_key};
-use crate::node::router::key_hash;
 use crate::record::Version;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::Arc;
 
-/// Latest deadline accepted: the last millisecond of year 9999.
-pub const MAX_EXPIRES_AT_MS: u64 = 253_402_300_799_999;
-
-/// When a write is acknowledged.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Durability {
-    /// After the in-memory apply; reaches the store within the flush interval.
-    Memory,
-    /// After the write is in the store's write-ahead log: a killed process
-    /// loses nothing acknowledged. The default.
-    #[default]
-    Wal,
-    /// After the log is fsynced: survives power loss.
-    Sync,
-}
-
-impl Durability {
-    /// `memory`, `wal` or `sync`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Durability::Memory => "memory",
-            Durability::Wal => "wal",
-            Durability::Sync => "sync",
-        }
-    }
-}
-
-impl fmt::Display for Durability {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An unknown durability name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown durability {0:?}; use memory, wal or sync")]
-pub struct UnknownDurability(pub String);
-
-impl FromStr for Durability {
-    type Err = UnknownDurability;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "memory" => Ok(Durability::Memory),
-            "wal" => Ok(Durability::Wal),
-            "sync" => Ok(Durability::Sync),
-            other => Err(UnknownDurability(other.to_string())),
-        }
-    }
-}
-
-/// When a record expires.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Expiry {
-    /// Never.
-    #[default]
-    Never,
-    /// This long after the write.
-    After(Duration),
-    /// At this Unix time in milliseconds (a past time expires at once).
-    At(u64),
-}
-
-impl Expiry {
-    /// The deadline in Unix ms for a write at `now_ms` (`None`: no TTL).
-    /// Refuses a zero TTL and deadlines after year 9999.
-    pub fn resolve(self, now_ms: u64) -> Result<Option<u64>, Error> {
-        let deadline = match self {
-            Expiry::Never => return Ok(None),
-            Expiry::After(ttl) => {
-                let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-                if ttl_ms == 0 {
-                    return Err(Error::InvalidTtl(
-                        "ttl must be at least 1 ms; omit it for no expiry".into(),
-                    ));
-                }
-                now_ms.saturating_add(ttl_ms)
-            }
-            Expiry::At(at) => at,
-        };
-        if deadline > MAX_EXPIRES_AT_MS {
-            return Err(Error::InvalidTtl(format!(
-                "deadline {deadline} ms is after year 9999 (max expires_at_ms {MAX_EXPIRES_AT_MS})"
-            )));
-        }
-        Ok(Some(deadline))
-    }
-}
-
-/// Options of a put.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PutOptions {
-    /// When the record expires. Default: never.
-    pub expiry: Expiry,
-    /// When the put is acknowledged. Default: `wal`.
-    pub durability: Durability,
-}
-
-impl PutOptions {
-    /// Expire `ttl` after the write.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.expiry = Expiry::After(ttl);
-        self
-    }
-
-    /// Expire at a Unix time in milliseconds.
-    pub fn expires_at_ms(mut self, at: u64) -> Self {
-        self.expiry = Expiry::At(at);
-        self
-    }
-
-    /// Acknowledge at `durability`.
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
-        self
-    }
-}
-
-/// A visible record as read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    /// The value.
-    pub value: Bytes,
-    /// Its version.
-    pub version: Version,
-    /// Its deadline, if it has a TTL.
-    pub expires_at_ms: Option<u64>,
-}
-
-/// One operation of a batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BatchOp {
-    /// Store `value` at `key`.
-    Put {
-        /// The key.
-        key: String,
-        /// The value.
-        value: Bytes,
-        /// Its expiry.
-        expiry: Expiry,
-    },
-    /// Delete `key`.
-    Delete {
-        /// The key.
-        key: String,
-    },
-}
-
-/// What one batch item did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BatchOutcome {
-    /// Written with this version.
-    Written(Version),
-    /// A delete of an absent key; nothing written.
-    NotFound,
-}
+use crate::write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, PutOptions};
 
 /// A handle on one table of a node. Cheap to clone.
 #[derive(Clone)]

@@ -1,12 +1,13 @@
 //! Errors of the embedded API: what a caller did wrong or what the node
 //! could not do, each saying what to do next.
 
+use super::config::ConfigError;
 use crate::fragment::flush::BacklogFull;
 use crate::fragment::pool::Shed;
 use crate::fragment::{FragmentShutdownError, SubmitError};
 use crate::names::NameError;
-use crate::node::config::ConfigError;
 use crate::store::{MetaError, StoreError};
+use crate::write::InvalidTtl;
 
 /// An operation failed. Nothing was applied unless the variant says so.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -23,8 +24,8 @@ pub enum Error {
         limit: usize,
     },
     /// The TTL or deadline is not usable.
-    #[error("invalid TTL: {0}")]
-    InvalidTtl(String),
+    #[error(transparent)]
+    InvalidTtl(#[from] InvalidTtl),
     /// The fragment's pool is full; the operation was shed. Retry shortly.
     #[error(transparent)]
     Overloaded(#[from] Shed),
