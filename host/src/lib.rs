@@ -18,6 +18,7 @@
 pub mod alloc;
 pub mod cli;
 pub mod clock;
+pub mod codec;
 pub mod error;
 pub mod exec;
 pub mod expiry;
@@ -25,6 +26,7 @@ pub mod fragment;
 pub mod http;
 pub mod metrics;
 pub mod names;
+pub(crate) mod native;
 pub mod node;
 pub mod plugin;
 pub mod record;
