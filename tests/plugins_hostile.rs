@@ -483,7 +483,7 @@ async fn replacing_a_plugin_does_not_change_a_running_query() {
     };
     let running = {
         let node = node.clone();
-        tokio::spawn(async move { ebb_host::exec::stream(&node, query, columns, rows_tx).await })
+        tokio::spawn(async move { node.query_stream(query, columns, rows_tx).await })
     };
     let first = rows.recv().await.unwrap();
     node.plugins().install(&*store, "p", &answering(7)).unwrap();

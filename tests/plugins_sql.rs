@@ -289,3 +289,119 @@ async fn native_functions_of_the_embedding_application_run_in_sql() {
     );
     node.shutdown().await.unwrap();
 }
+
+/// `bytes` with a custom section appended: the same plugin, with another
+/// SHA-256, so installing it makes a new version.
+fn with_custom_section(bytes: &[u8], tag: &str) -> Vec<u8> {
+    let mut section = vec![tag.len() as u8];
+    section.extend(tag.as_bytes());
+    let mut out = bytes.to_vec();
+    out.push(0);
+    out.push(section.len() as u8);
+    out.extend(section);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continuation_never_switches_plugin_versions() {
+    use ebb_host::{Consistency, QueryError};
+
+    let config = NodeConfig::new("unused").fragments(4);
+    let store: Arc<MemoryStore> = Arc::new(MemoryStore::new());
+    let node = Node::open_with_store(config, store.clone()).await.unwrap();
+    let json = wasm("ebb_plugin_json");
+    let install = |bytes: Vec<u8>| {
+        let (plugins, store) = (node.plugins().clone(), store.clone());
+        async move {
+            tokio::task::spawn_blocking(move || plugins.install(&*store, "json", &bytes).unwrap())
+                .await
+                .unwrap()
+        }
+    };
+    install(json.clone()).await;
+    let t = node.table("t").unwrap();
+    for i in 0..60 {
+        t.put(
+            &format!("k{i:02}"),
+            format!(r#"{{"n": {}}}"#, i % 5),
+            PutOptions::default().durability(Durability::Memory),
+        )
+        .await
+        .unwrap();
+    }
+    let queries = [
+        "SELECT key, json.get_int(value, '$.n') FROM t",
+        "SELECT key FROM t ORDER BY json.get_int(value, '$.n'), key",
+        "SELECT json.get_int(value, '$.n') AS n, count(*) FROM t GROUP BY n",
+    ];
+    let first = |sql: &str| QueryRequest {
+        sql: Some(sql.into()),
+        page_size: Some(2),
+        ..Default::default()
+    };
+    let next = |page: &ebb_host::QueryOutput, consistency| QueryRequest {
+        cursor: page.cursor.clone(),
+        consistency,
+        ..Default::default()
+    };
+    let refused = |result: Result<ebb_host::QueryOutput, QueryError>, what: &str| match result {
+        Err(QueryError::PluginChanged { plugin, message }) => {
+            assert_eq!(plugin, "json", "{what}");
+            assert!(message.contains("json"), "{what}: {message}");
+            message
+        }
+        other => panic!("{what}: expected PluginChanged, got {other:?}"),
+    };
+    let mut pages = Vec::new();
+    for sql in queries {
+        let page = node.query(first(sql)).await.unwrap();
+        assert!(page.cursor.is_some(), "{sql}");
+        // Unchanged, the continuation goes on.
+        node.query(next(&page, None)).await.unwrap();
+        pages.push(page);
+    }
+    let plain = node.query(first("SELECT key FROM t")).await.unwrap();
+    let explain = node
+        .query(first("EXPLAIN SELECT json.get(value, '$.n') FROM t"))
+        .await
+        .unwrap();
+    assert!(
+        explain
+            .rows
+            .iter()
+            .any(|r| r[0] == Value::text("plugin versions: json@1")),
+        "{:?}",
+        explain.rows
+    );
+
+    // The same module again is the same version: nothing changes.
+    install(json.clone()).await;
+    node.query(next(&pages[0], None)).await.unwrap();
+
+    install(with_custom_section(&json, "v2")).await;
+    for (sql, page) in queries.iter().zip(&pages) {
+        let message = refused(node.query(next(page, None)).await, sql);
+        assert!(message.contains("version 1, now version 2"), "{message}");
+    }
+    // Relaxed: refused as well (the node keeps only the current module).
+    let message = refused(
+        node.query(next(&pages[0], Some(Consistency::Relaxed)))
+            .await,
+        "relaxed",
+    );
+    assert!(message.contains("replaced"), "{message}");
+    // A query that calls no plugin continues.
+    node.query(next(&plain, None)).await.unwrap();
+    // A first page of the new version continues on it.
+    let fresh = node.query(first(queries[0])).await.unwrap();
+    node.query(next(&fresh, None)).await.unwrap();
+
+    // Removed: the same answer, naming the plugin, rather than a planning error.
+    let (plugins, removing) = (node.plugins().clone(), store.clone());
+    tokio::task::spawn_blocking(move || plugins.remove(&*removing, "json").unwrap())
+        .await
+        .unwrap();
+    let message = refused(node.query(next(&fresh, None)).await, "removed");
+    assert!(message.contains("removed"), "{message}");
+    node.shutdown().await.unwrap();
+}

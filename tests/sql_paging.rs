@@ -615,3 +615,162 @@ async fn a_tiny_page_budget_still_pages_queries_that_build_nothing_and_refuses_t
     }
     node.shutdown().await.unwrap();
 }
+
+/// The bytes a row counts against `max_result_bytes` (as the executor
+/// counts them: text as is, bytes as base64, anything else 8).
+fn row_bytes(row: &[Value]) -> usize {
+    row.iter()
+        .map(|v| match v {
+            Value::Text(t) => t.len() + 8,
+            Value::Bytes(b) => b.len() * 4 / 3 + 16,
+            _ => 8,
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_end_early_at_max_result_bytes_and_one_row_over_it_fails() {
+    let budgets = QueryBudgets {
+        max_result_bytes: 200,
+        ..QueryBudgets::default()
+    };
+    let node = node_with(budgets, 100).await;
+    // Rows of 13 + 17 bytes: a response of 100 rows would be 3000 bytes.
+    for query in [
+        "SELECT key, value FROM t",
+        "SELECT key, value FROM t ORDER BY value DESC, key",
+    ] {
+        let mut output = node.query(sql(query, 100)).await.unwrap();
+        let mut rows = Vec::new();
+        let mut pages = 0;
+        loop {
+            pages += 1;
+            let bytes: usize = output.rows.iter().map(|r| row_bytes(r)).sum();
+            assert!(bytes <= 200, "{query}: a response of {bytes} bytes");
+            assert!(
+                !output.rows.is_empty(),
+                "{query}: every response returns a row"
+            );
+            rows.extend(output.rows.clone());
+            match output.cursor {
+                Some(_) => output = node.query(next(&output, None)).await.unwrap(),
+                None => break,
+            }
+        }
+        assert_eq!(rows.len(), 100, "{query}");
+        assert!(pages >= 15, "{query}: {pages} responses");
+    }
+    let t = node.table("t").unwrap();
+    t.put("k0050x", "x".repeat(300), PutOptions::default())
+        .await
+        .unwrap();
+    let over = |result: Result<QueryOutput, QueryError>| match result {
+        Err(QueryError::Budget {
+            budget,
+            limit,
+            message,
+        }) => {
+            assert_eq!((budget, limit), ("max_result_bytes", 200));
+            assert!(message.contains("one result row is"), "{message}");
+        }
+        other => panic!("expected max_result_bytes, got {other:?}"),
+    };
+    over(
+        node.query(sql("SELECT value FROM t WHERE key = 'k0050x'", 10))
+            .await,
+    );
+    // Behind smaller rows, the page ends before the big one; the next
+    // response, which starts with it, fails.
+    let first = node
+        .query(sql("SELECT key, value FROM t WHERE key >= 'k0049'", 10))
+        .await
+        .unwrap();
+    assert_eq!(first.rows.len(), 2, "k0049 and k0050, then the big row");
+    over(node.query(next(&first, None)).await);
+    node.shutdown().await.unwrap();
+}
+
+/// The first page of `query` (`page_size` rows), then continuing it
+/// guarded, with no write in between: the rows of every page.
+async fn guarded_pages(node: &Node, query: &str, page_size: usize) -> Vec<Vec<Vec<Value>>> {
+    let mut output = node.query(sql(query, page_size)).await.unwrap();
+    let mut pages = vec![output.rows.clone()];
+    while output.cursor.is_some() {
+        output = node
+            .query(next(&output, Some(Consistency::Guarded)))
+            .await
+            .unwrap();
+        pages.push(output.rows.clone());
+    }
+    pages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_cursors_over_order_by_and_aggregates_return_exactly_the_rest_or_conflict() {
+    let node = node_with(QueryBudgets::default(), 300).await;
+    for (query, page_size) in [
+        ("SELECT key, value FROM t ORDER BY value DESC, key", 40),
+        (
+            "SELECT key FROM t ORDER BY value, key DESC LIMIT 100 OFFSET 7",
+            30,
+        ),
+        ("SELECT value, count(*), min(key) FROM t GROUP BY value", 3),
+        (
+            "SELECT value, count(*) AS n FROM t GROUP BY value HAVING n > 40 ORDER BY value DESC",
+            2,
+        ),
+    ] {
+        let whole = node.query(sql(query, 10_000)).await.unwrap();
+        assert!(whole.cursor.is_none());
+        assert!(whole.rows.len() > page_size, "{query}: pages are needed");
+        // No write between pages: each continuation returns exactly the
+        // rows that follow, in order.
+        let pages = guarded_pages(&node, query, page_size).await;
+        assert!(pages.iter().all(|p| p.len() <= page_size), "{query}");
+        assert_eq!(pages.concat(), whole.rows, "{query}");
+
+        // A write between pages, to a partition the query reads: the guarded
+        // continuation answers the conflict, and a write to another table
+        // does not.
+        let first = node.query(sql(query, page_size)).await.unwrap();
+        assert!(first.cursor.is_some());
+        node.table("other")
+            .unwrap()
+            .put("k0001", "x", PutOptions::default())
+            .await
+            .unwrap();
+        let rest = node.query(next(&first, None)).await.unwrap();
+        assert_eq!(
+            rest.rows,
+            whole.rows[page_size..(2 * page_size).min(whole.rows.len())],
+            "{query}"
+        );
+        node.table("t")
+            .unwrap()
+            .put("k0001", "9", PutOptions::default())
+            .await
+            .unwrap();
+        match node.query(next(&first, None)).await {
+            Err(QueryError::QueryChanged { fragment }) => {
+                assert_eq!(fragment, node.fragment_of("k0001"), "{query}")
+            }
+            other => {
+                panic!("{query}: a guarded continuation after a write must conflict, got {other:?}")
+            }
+        }
+        // Put the value back: the partition still changed (its revision moved).
+        node.table("t")
+            .unwrap()
+            .put("k0001", "1", PutOptions::default())
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                node.query(next(&first, None)).await,
+                Err(QueryError::QueryChanged { .. })
+            ),
+            "{query}: the same value written again still changes the partition"
+        );
+    }
+    node.shutdown().await.unwrap();
+}

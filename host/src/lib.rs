@@ -17,11 +17,13 @@
 
 pub mod alloc;
 pub mod clock;
+pub mod codec;
 pub mod exec;
 pub mod expiry;
 pub mod fragment;
 pub mod metrics;
 pub mod names;
+pub(crate) mod native;
 pub mod node;
 pub mod plugin;
 pub mod record;

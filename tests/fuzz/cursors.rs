@@ -152,28 +152,50 @@ fn forged() -> impl Strategy<Value = pb::Cursor> {
         ),
         any::<u64>(),
         resume(),
+        prop::collection::vec(
+            (
+                prop_oneof![
+                    Just("json".to_string()),
+                    Just("nope".to_string()),
+                    Just(String::new())
+                ],
+                prop_oneof![Just(1u32), any::<u32>()],
+                prop_oneof![Just(String::new()), "[0-9a-f]{64}"],
+            ),
+            0..3,
+        ),
     )
         .prop_map(
-            |(sql, params, page_size, relaxed, partitions, emitted, last_key)| pb::Cursor {
-                format: 1,
-                sql,
-                params,
-                page_size,
-                relaxed,
-                partitions: partitions
-                    .into_iter()
-                    .map(|(fragment, resume_after, revision, incarnation, done)| {
-                        pb::PartitionCursor {
-                            fragment,
-                            resume_after,
-                            revision,
-                            incarnation,
-                            done,
-                        }
-                    })
-                    .collect(),
-                emitted,
-                last_key,
+            |(sql, params, page_size, relaxed, partitions, emitted, last_key, plugins)| {
+                pb::Cursor {
+                    format: 1,
+                    sql,
+                    params,
+                    page_size,
+                    relaxed,
+                    partitions: partitions
+                        .into_iter()
+                        .map(|(fragment, resume_after, revision, incarnation, done)| {
+                            pb::PartitionCursor {
+                                fragment,
+                                resume_after,
+                                revision,
+                                incarnation,
+                                done,
+                            }
+                        })
+                        .collect(),
+                    emitted,
+                    last_key,
+                    plugins: plugins
+                        .into_iter()
+                        .map(|(name, version, sha256)| pb::PluginUse {
+                            name,
+                            version,
+                            sha256,
+                        })
+                        .collect(),
+                }
             },
         )
 }

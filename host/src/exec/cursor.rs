@@ -10,7 +10,7 @@ use sha2::Sha256;
 /// Format of the cursors this build writes and reads.
 const FORMAT: u32 = 1;
 /// Longest cursor accepted, in characters.
-pub const MAX_CURSOR_CHARS: usize = 64 * 1024;
+pub(crate) const MAX_CURSOR_CHARS: usize = 64 * 1024;
 
 /// Why a cursor was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -25,7 +25,7 @@ fn mac(key: &[u8; 32], bytes: &[u8]) -> Hmac<Sha256> {
 }
 
 /// Encode and sign `cursor` with the node's cursor key.
-pub fn seal(key: &[u8; 32], mut cursor: pb::Cursor) -> String {
+pub(crate) fn seal(key: &[u8; 32], mut cursor: pb::Cursor) -> String {
     cursor.format = FORMAT;
     let bytes = cursor.encode_to_vec();
     let tag = mac(key, &bytes).finalize().into_bytes().to_vec();
@@ -36,9 +36,43 @@ pub fn seal(key: &[u8; 32], mut cursor: pb::Cursor) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signed.encode_to_vec())
 }
 
+/// A query's cursor before its positions are known: everything but where
+/// the partitions stand, how many rows were returned and the last key,
+/// which [`Sealer::seal`] fills in when a response ends early.
+pub(crate) struct Sealer<'a> {
+    key: &'a [u8; 32],
+    template: pb::Cursor,
+}
+
+impl<'a> Sealer<'a> {
+    /// Seal cursors of `template` (its positions are replaced) with `key`.
+    pub(crate) fn new(key: &'a [u8; 32], template: pb::Cursor) -> Self {
+        Self { key, template }
+    }
+
+    /// The cursor continuing after `emitted` rows, with the partitions at
+    /// `partitions` (and, for relaxed buffered queries, `last_key`).
+    pub(crate) fn seal(
+        &self,
+        partitions: Vec<pb::PartitionCursor>,
+        emitted: u64,
+        last_key: Option<&str>,
+    ) -> String {
+        seal(
+            self.key,
+            pb::Cursor {
+                partitions,
+                emitted,
+                last_key: last_key.map(str::to_string),
+                ..self.template.clone()
+            },
+        )
+    }
+}
+
 /// Check and decode a cursor; anything not sealed by this data dir's key
 /// (garbage, tampering, another server) is refused.
-pub fn open(key: &[u8; 32], token: &str) -> Result<pb::Cursor, InvalidCursor> {
+pub(crate) fn open(key: &[u8; 32], token: &str) -> Result<pb::Cursor, InvalidCursor> {
     if token.len() > MAX_CURSOR_CHARS {
         return Err(InvalidCursor(format!(
             "longer than {MAX_CURSOR_CHARS} characters"

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// Pages that finished, held until every page before them in round order
 /// has been handed on.
 #[derive(Debug)]
-pub struct MergeOrder<T> {
+pub(crate) struct MergeOrder<T> {
     /// Per scan: how many pages it produced in all, once its last arrived.
     finished: Vec<Option<u32>>,
     /// Per scan: pages arrived so far.
@@ -22,7 +22,7 @@ pub struct MergeOrder<T> {
 
 impl<T> MergeOrder<T> {
     /// One entry per scan: `true` for a scan that has no pages at all.
-    pub fn new(done: impl IntoIterator<Item = bool>) -> Self {
+    pub(crate) fn new(done: impl IntoIterator<Item = bool>) -> Self {
         let finished: Vec<Option<u32>> = done.into_iter().map(|d| d.then_some(0)).collect();
         MergeOrder {
             arrived: vec![0; finished.len()],
@@ -34,7 +34,7 @@ impl<T> MergeOrder<T> {
 
     /// Page `item` of `scan` arrived (`last`: the scan has no more); the
     /// pages now due, in round order.
-    pub fn arrive(&mut self, scan: usize, last: bool, item: T) -> Vec<T> {
+    pub(crate) fn arrive(&mut self, scan: usize, last: bool, item: T) -> Vec<T> {
         let page = self.arrived[scan];
         self.arrived[scan] += 1;
         if last {
@@ -70,7 +70,7 @@ impl<T> MergeOrder<T> {
     }
 
     /// True when every page that arrived was handed on.
-    pub fn is_drained(&self) -> bool {
+    pub(crate) fn is_drained(&self) -> bool {
         self.waiting.is_empty()
     }
 }

@@ -1,20 +1,50 @@
 //! The SQL executor: plans a query, fans pages out to the partitions that
 //! can match, merges them (key order, sort, or aggregate states), applies
 //! budgets, and pages results across requests with signed cursors.
+//!
+//! The node hands it an `ExecContext` (budgets, cursor key, functions,
+//! routing, fragments) and never the node itself. Its files, from the entry
+//! points down (a file uses only files below it):
+//!
+//! - `request`: the entry points (`execute`, `stream`): open the cursor,
+//!   plan, check the plugin versions a continuation recorded, run.
+//! - `versions`: the plugin versions a plan calls, recorded in cursors and
+//!   checked on continuations.
+//! - `physical`: the physical plan, built once by a pure function from the
+//!   logical plan, the routing and the budgets; EXPLAIN prints it.
+//! - `merge`, `sort`, `aggregate`: the strategies (k-way merge in key order,
+//!   buffered ORDER BY, partial aggregates merged in round order).
+//! - `schedule`: pages on the query threads, budgets of time, records and
+//!   held bytes.
+//! - `scan`: per-partition scan state, opened from snapshots and cursors.
+//! - `sink`: where result rows go (a response page or a stream).
+//! - `page`: one page of one partition (filter, project, partial states).
+//! - `merge_order`, `cursor`, `context`, `error`, `prefetch`: leaves.
 
-pub mod convert;
-pub mod cursor;
+mod aggregate;
+mod context;
+mod cursor;
+mod error;
+mod merge;
 mod merge_order;
-pub mod native;
-pub mod page;
+mod page;
+mod physical;
 mod prefetch;
-mod run;
+mod request;
+mod scan;
+mod schedule;
+mod sink;
+mod sort;
+mod versions;
 
 use std::time::Duration;
 
-use ebb_query::{FunctionError, OutputColumn, PlanError, Value};
+use ebb_query::{OutputColumn, Value};
 
-pub use run::{execute, stream};
+pub(crate) use context::ExecContext;
+pub use cursor::InvalidCursor;
+pub use error::QueryError;
+pub(crate) use request::{execute, stream};
 
 /// How a continuation treats partitions that changed since the first page.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -121,48 +151,4 @@ pub struct QueryOutput {
     pub cursor: Option<String>,
     /// Statistics.
     pub stats: QueryStats,
-}
-
-/// A query failed. Nothing partial is returned with an error.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum QueryError {
-    /// The request itself is malformed (page size, consistency, parameters).
-    #[error("{0}")]
-    InvalidRequest(String),
-    /// The SQL cannot be planned.
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    /// The cursor is garbage, tampered, or belongs to another query.
-    #[error(transparent)]
-    InvalidCursor(#[from] cursor::InvalidCursor),
-    /// Under guarded consistency, a partition changed since the first page.
-    #[error(
-        "the data changed since the first page (fragment {fragment}); rerun the query, or continue with \"consistency\": \"relaxed\""
-    )]
-    QueryChanged {
-        /// The fragment whose partition changed.
-        fragment: u32,
-    },
-    /// A budget was exceeded.
-    #[error("{message}")]
-    Budget {
-        /// Which budget.
-        budget: &'static str,
-        /// Its value.
-        limit: u64,
-        /// What happened and what to do.
-        message: String,
-    },
-    /// The query ran past its time budget.
-    #[error("the query ran longer than {0:?} (timeout); narrow it or raise the timeout")]
-    Timeout(Duration),
-    /// A function failed (a plugin's failure or an error like integer overflow).
-    #[error(transparent)]
-    Function(#[from] FunctionError),
-    /// The node could not run the query now.
-    #[error(transparent)]
-    Node(#[from] crate::Error),
-    /// The server failed running the query (not the request's fault).
-    #[error("{0}")]
-    Internal(String),
 }

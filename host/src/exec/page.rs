@@ -33,7 +33,7 @@ const PAGE_SOFT_SHARE: usize = 4;
 
 /// A visible record during a scan, borrowed from the snapshot (values are
 /// cloned only when an expression reads them).
-pub struct ScanRow<'a> {
+pub(crate) struct ScanRow<'a> {
     /// The key.
     pub key: &'a Arc<str>,
     /// The record.
@@ -60,7 +60,7 @@ impl RowSource for ScanRow<'_> {
 /// A row query's output row: its key (merge order), projected values and
 /// ORDER BY values.
 #[derive(Debug, Clone)]
-pub struct OutRow {
+pub(crate) struct OutRow {
     /// The record's key.
     pub key: Arc<str>,
     /// Projected values.
@@ -70,11 +70,11 @@ pub struct OutRow {
 }
 
 /// Partial aggregates by group key.
-pub type Groups = HashMap<Vec<Value>, Vec<AggState>>;
+pub(crate) type Groups = HashMap<Vec<Value>, Vec<AggState>>;
 
 /// What a page produced.
 #[derive(Debug, Default)]
-pub struct PageOutput {
+pub(crate) struct PageOutput {
     /// Row queries: matching rows in key order.
     pub rows: Vec<OutRow>,
     /// Aggregate queries: partial states.
@@ -89,7 +89,7 @@ pub struct PageOutput {
 
 /// How much one page may do.
 #[derive(Debug, Clone, Copy)]
-pub struct PageBudget {
+pub(crate) struct PageBudget {
     /// Records it may visit.
     pub visit: usize,
     /// Bytes of values it may build (`max_page_bytes`).
@@ -132,7 +132,7 @@ fn past_end(resume: &str, end: &Bound<String>) -> bool {
 /// `snapshot_ms`. The page ends early once it has built a quarter of
 /// `budget.max_bytes`; it fails with [`EvalError::OverBudget`] only when
 /// one batch would build past all of it.
-pub fn run_page(
+pub(crate) fn run_page(
     plan: &Plan,
     snapshot: &PartitionSnapshot,
     fragment: u32,

@@ -4,7 +4,7 @@
 /// will be read soon. Only a hint: it changes no result, and does nothing on
 /// targets without a prefetch instruction.
 #[inline]
-pub fn prefetch(bytes: &[u8]) {
+pub(crate) fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};

@@ -25,7 +25,7 @@ pub(crate) struct NodeInner {
     pub(super) store: parking_lot::Mutex<Option<Arc<dyn KvStore>>>,
     pub(crate) plugins: Arc<PluginRegistry>,
     /// Native SQL functions registered by the embedding application.
-    pub(crate) natives: Arc<crate::exec::native::NativeFunctions>,
+    pub(crate) natives: Arc<crate::native::NativeFunctions>,
     /// Expiry bindings, outbox sequence and statistics.
     pub(crate) outbox: Arc<Outbox>,
     /// Serializes binding changes with plugin installs and removals.

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 use crate::clock::{HybridClock, now_ms};
+use crate::exec::{ExecContext, QueryError, QueryOutput, QueryRequest, QueryStats};
 use crate::expiry::Outbox;
 use crate::fragment::flush::Persistence;
 use crate::fragment::runtime::FragmentConfig;
@@ -255,12 +256,44 @@ impl Node {
             .collect()
     }
 
+    /// What the executor needs of this node for one query (it never sees
+    /// the node itself).
+    fn exec_context<'a>(
+        &'a self,
+        fragment_of: &'a (dyn Fn(&str) -> u32 + Sync),
+    ) -> ExecContext<'a> {
+        ExecContext {
+            budgets: self.inner.config.query,
+            cursor_key: &self.inner.meta.cursor_key,
+            plugins: &self.inner.plugins,
+            natives: &self.inner.natives,
+            fragment_of,
+            fragments: &self.inner.fragments,
+        }
+    }
+
     /// Run a SQL query (or continue one with a cursor); one page of results.
-    pub async fn query(
+    pub async fn query(&self, request: QueryRequest) -> Result<QueryOutput, QueryError> {
+        let _admitted = self.inner.gate.admit().ok_or(QueryError::ShuttingDown)?;
+        let router = self.inner.router;
+        let fragment_of = move |key: &str| router.fragment_of(key);
+        crate::exec::execute(&self.exec_context(&fragment_of), request).await
+    }
+
+    /// Run a SQL query and stream every result row into `rows` (no
+    /// paging); `columns` receives the result columns before the first
+    /// row. A query whose `rows` receiver goes away fails with
+    /// [`QueryError::Cancelled`].
+    pub async fn query_stream(
         &self,
-        request: crate::exec::QueryRequest,
-    ) -> Result<crate::exec::QueryOutput, crate::exec::QueryError> {
-        crate::exec::execute(self, request).await
+        request: QueryRequest,
+        columns: tokio::sync::oneshot::Sender<Vec<ebb_query::OutputColumn>>,
+        rows: tokio::sync::mpsc::Sender<Vec<ebb_query::Value>>,
+    ) -> Result<QueryStats, QueryError> {
+        let _admitted = self.inner.gate.admit().ok_or(QueryError::ShuttingDown)?;
+        let router = self.inner.router;
+        let fragment_of = move |key: &str| router.fragment_of(key);
+        crate::exec::stream(&self.exec_context(&fragment_of), request, columns, rows).await
     }
 
     /// The store, until shutdown closes it.
@@ -285,7 +318,7 @@ impl Node {
         self.inner
             .natives
             .add_scalar(namespace, name, function)
-            .map_err(crate::Error::InvalidFunction)
+            .map_err(|e| crate::Error::InvalidFunction(e.to_string()))
     }
 
     /// Register a native aggregate function (see [`Node::register_scalar`]).
@@ -298,7 +331,7 @@ impl Node {
         self.inner
             .natives
             .add_aggregate(namespace, name, function)
-            .map_err(crate::Error::InvalidFunction)
+            .map_err(|e| crate::Error::InvalidFunction(e.to_string()))
     }
 
     /// The installed plugins.

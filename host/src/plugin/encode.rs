@@ -7,7 +7,7 @@ use bytes::Bytes;
 use ebb_proto::wire::{self, WIRE_LEN};
 use ebb_query::Value;
 
-use crate::exec::convert::wire_value;
+use crate::codec::wire_value;
 
 /// `rows` rows of `args` as repeated `Row` fields numbered `field`. Each
 /// value's length is computed once (it goes into the value's header and the
@@ -92,7 +92,7 @@ mod tests {
     use ebb_proto::plugin::v1 as abi;
 
     use super::*;
-    use crate::exec::convert::to_proto;
+    use crate::codec::to_proto;
 
     fn columns() -> Vec<Vec<Value>> {
         let long = "x".repeat(300);

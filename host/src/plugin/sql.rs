@@ -17,8 +17,8 @@ use super::registry::{PluginRegistry, PluginVersion};
 use ebb_proto::wire::{self, Reader, WIRE_LEN};
 
 use super::error::CallCause;
-use crate::exec::convert::{from_proto, from_wire};
-use crate::exec::native::NativeFunctions;
+use crate::codec::{from_proto, from_wire};
+use crate::native::NativeFunctions;
 
 fn arity(decl: &abi::FunctionDecl) -> Arity {
     if decl.arg_count < 0 {
@@ -126,7 +126,7 @@ fn scalar_values(bytes: &[u8], n: usize) -> Result<Vec<Value>, CallCause> {
             Some(abi::call_response::Result::Scalar(result)) if result.values.len() == n => result
                 .values
                 .iter()
-                .map(|v| from_proto(v).map_err(malformed))
+                .map(|v| from_proto(v).map_err(|e| malformed(e.to_string())))
                 .collect(),
             Some(abi::call_response::Result::Scalar(result)) => Err(malformed(format!(
                 "{} values for {n} rows",
@@ -249,9 +249,8 @@ impl AggregateFunction for PluginAggregate {
             )
             .map_err(sql_error)?;
         match response.result {
-            Some(abi::call_response::Result::Value(value)) => {
-                from_proto(&value).map_err(|e| malformed(&self.version, &self.decl.name, &e))
-            }
+            Some(abi::call_response::Result::Value(value)) => from_proto(&value)
+                .map_err(|e| malformed(&self.version, &self.decl.name, &e.to_string())),
             _ => Err(malformed(
                 &self.version,
                 &self.decl.name,

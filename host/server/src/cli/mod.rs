@@ -247,7 +247,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             let reply = client.send("GET", &key_path(&table, &key), None)?;
             match format {
                 Format::Json | Format::Ndjson | Format::Csv => {
-                    let value = ebb_host::exec::convert::bytes_json(&reply.body);
+                    let value = ebb_host::codec::bytes_json(&reply.body);
                     let expires: Option<u64> =
                         reply.header("ebb-expires-at").and_then(|v| v.parse().ok());
                     print_json(&json!({

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::Format;
 use super::client::{Client, ClientError, encode_segment};
-use ebb_host::exec::convert::{from_proto, to_proto};
+use ebb_host::codec::{from_proto, to_proto};
 use ebb_host::plugin::{PluginLimits, PluginRuntime};
 
 /// Plugin commands.
@@ -159,7 +159,7 @@ fn print_manifest(manifest: &abi::Manifest, size: usize) {
 fn arg_value(text: &str) -> ebb_query::Value {
     serde_json::from_str::<Value>(text)
         .ok()
-        .and_then(|json| ebb_host::exec::convert::from_json(&json).ok())
+        .and_then(|json| ebb_host::codec::from_json(&json).ok())
         .unwrap_or_else(|| ebb_query::Value::text(text))
 }
 
@@ -328,7 +328,7 @@ pub fn run(
                     )));
                 }
             };
-            let value = from_proto(&result).map_err(fail)?;
+            let value = from_proto(&result).map_err(|e| fail(e.to_string()))?;
             match format {
                 Format::Human => println!(
                     "{}",
@@ -338,7 +338,7 @@ pub fn run(
                         value.render()
                     }
                 ),
-                _ => println!("{}", ebb_host::exec::convert::to_json(&value)),
+                _ => println!("{}", ebb_host::codec::to_json(&value)),
             }
         }
     }

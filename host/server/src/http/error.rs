@@ -64,8 +64,13 @@ impl ApiError {
         )
     }
 
+    /// 500 `internal`: the server failed, not the request.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
     /// 503 with `Retry-After`.
-    fn unavailable(code: &'static str, message: String) -> Self {
+    pub(crate) fn unavailable(code: &'static str, message: String) -> Self {
         let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
         error.retry_after = Some(1);
         error

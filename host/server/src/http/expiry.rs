@@ -160,7 +160,7 @@ fn dead_letter_json(event: &PendingEvent) -> Value {
     json!({
         "id": hex(&e.id),
         "key": e.key,
-        "value": ebb_host::exec::convert::bytes_json(&e.value),
+        "value": ebb_host::codec::bytes_json(&e.value),
         "version": format!("{}.{}", e.version_ms, e.version_counter),
         "expires_at_ms": e.expires_at_ms,
         "observed_at_ms": e.observed_at_ms,

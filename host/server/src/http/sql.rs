@@ -15,8 +15,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::AppState;
 use super::body::{no_params, read_limited};
 use super::error::ApiError;
-use ebb_host::exec::convert::{from_json, to_json};
-use ebb_host::exec::{self, Consistency, QueryError, QueryRequest, QueryStats};
+use ebb_host::codec::{from_json, to_json};
+use ebb_host::exec::{Consistency, QueryError, QueryRequest, QueryStats};
 use ebb_query::{OutputColumn, PlanError};
 
 /// Largest `/v1/sql` request body.
@@ -47,6 +47,10 @@ impl From<QueryError> for ApiError {
             QueryError::QueryChanged { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "query_changed", message)
             }
+            QueryError::PluginChanged { plugin, .. } => {
+                ApiError::new(StatusCode::CONFLICT, "plugin_changed", message)
+                    .with("plugin", json!(plugin))
+            }
             QueryError::Budget { budget, limit, .. } => {
                 ApiError::too_large(message, limit as usize).with("budget", json!(budget))
             }
@@ -57,10 +61,10 @@ impl From<QueryError> for ApiError {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_error", message)
             }
             QueryError::Function(_) => ApiError::invalid_request(message),
-            QueryError::Node(e) => ApiError::from(e),
-            QueryError::Internal(_) => {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
-            }
+            QueryError::Overloaded(_) => ApiError::unavailable("overloaded", message),
+            QueryError::ShuttingDown => ApiError::unavailable("shutting_down", message),
+            QueryError::Cancelled => ApiError::unavailable("unavailable", message),
+            QueryError::Internal(_) => ApiError::internal(message),
         }
     }
 }
@@ -167,7 +171,7 @@ pub async fn sql(
     if wants_ndjson(&headers) {
         return stream(app, request).await;
     }
-    let output = exec::execute(&app.node, request).await?;
+    let output = app.node.query(request).await?;
     let rows: Vec<JsonValue> = output
         .rows
         .iter()
@@ -180,6 +184,12 @@ pub async fn sql(
         "stats": stats_json(&output.stats),
     }))
     .into_response())
+}
+
+/// The streaming query's task failed (it panicked or was cancelled): the
+/// server's failure, 500 `internal`.
+fn task_failed(join: tokio::task::JoinError) -> ApiError {
+    ApiError::internal(format!("the query task failed: {join}"))
 }
 
 fn line(value: JsonValue) -> Result<bytes::Bytes, Infallible> {
@@ -195,16 +205,15 @@ async fn stream(app: AppState, request: QueryRequest) -> Result<Response, ApiErr
     let (columns_tx, columns_rx) = oneshot::channel();
     let (rows_tx, rows_rx) = mpsc::channel(256);
     let node = app.node.clone();
-    let task = tokio::spawn(async move { exec::stream(&node, request, columns_tx, rows_tx).await });
+    let task = tokio::spawn(async move { node.query_stream(request, columns_tx, rows_tx).await });
     let columns = match columns_rx.await {
         Ok(columns) => columns,
         Err(_) => {
-            return match task.await {
-                Ok(Err(error)) => Err(error.into()),
-                _ => Err(ApiError::invalid_request(
-                    "the query ended before producing columns",
-                )),
-            };
+            return Err(match task.await {
+                Ok(Err(error)) => error.into(),
+                Ok(Ok(_)) => ApiError::internal("the query ended before producing columns"),
+                Err(join) => task_failed(join),
+            });
         }
     };
     let header_line =
@@ -221,12 +230,7 @@ async fn stream(app: AppState, request: QueryRequest) -> Result<Response, ApiErr
         match task.await {
             Ok(Ok(stats)) => line(json!({ "stats": stats_json(&stats) })),
             Ok(Err(error)) => line(ApiError::from(error).body()),
-            Err(join) => line(
-                ApiError::from(QueryError::Internal(format!(
-                    "the query task failed: {join}"
-                )))
-                .body(),
-            ),
+            Err(join) => line(task_failed(join).body()),
         }
     });
     let body = Body::from_stream(header_line.chain(rows).chain(last));
@@ -236,4 +240,103 @@ async fn stream(app: AppState, request: QueryRequest) -> Result<Response, ApiErr
         HeaderValue::from_static("application/x-ndjson"),
     );
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::response::IntoResponse;
+    use ebb_query::FunctionError;
+
+    use super::*;
+    use ebb_host::exec::InvalidCursor;
+
+    #[test]
+    fn every_query_error_maps_to_its_status_and_code() {
+        let budget = QueryError::Budget {
+            budget: "max_result_bytes",
+            limit: 10,
+            message: "one result row is 20 bytes".into(),
+        };
+        let function = |plugin| {
+            QueryError::Function(FunctionError {
+                function: "f".into(),
+                message: "failed".into(),
+                plugin,
+            })
+        };
+        let cases: Vec<(QueryError, u16, &str)> = vec![
+            (
+                QueryError::InvalidRequest("bad".into()),
+                400,
+                "invalid_request",
+            ),
+            (
+                QueryError::Plan(PlanError::Invalid("no".into())),
+                400,
+                "invalid_sql",
+            ),
+            (
+                QueryError::InvalidCursor(InvalidCursor("garbage".into())),
+                400,
+                "invalid_cursor",
+            ),
+            (
+                QueryError::QueryChanged { fragment: 1 },
+                409,
+                "query_changed",
+            ),
+            (
+                QueryError::PluginChanged {
+                    plugin: "json".into(),
+                    message: "plugin json was replaced".into(),
+                },
+                409,
+                "plugin_changed",
+            ),
+            (budget, 413, "too_large"),
+            (QueryError::Timeout(Duration::ZERO), 504, "timeout"),
+            (function(true), 422, "plugin_error"),
+            (function(false), 400, "invalid_request"),
+            (QueryError::Overloaded("full".into()), 503, "overloaded"),
+            (QueryError::ShuttingDown, 503, "shutting_down"),
+            (QueryError::Cancelled, 503, "unavailable"),
+            (
+                QueryError::Internal("query task failed".into()),
+                500,
+                "internal",
+            ),
+        ];
+        for (error, status, code) in cases {
+            let message = error.to_string();
+            let api = ApiError::from(error);
+            assert_eq!((api.status.as_u16(), api.code), (status, code), "{message}");
+            assert_eq!(api.body()["error"]["message"], message);
+            let response = api.into_response();
+            assert_eq!(
+                response.headers().contains_key(header::RETRY_AFTER),
+                status == 503,
+                "{message}"
+            );
+        }
+        let changed = ApiError::from(QueryError::PluginChanged {
+            plugin: "json".into(),
+            message: "replaced".into(),
+        });
+        assert_eq!(changed.body()["error"]["plugin"], "json");
+        let budget = ApiError::from(QueryError::Budget {
+            budget: "max_result_bytes",
+            limit: 10,
+            message: String::new(),
+        });
+        assert_eq!(budget.body()["error"]["budget"], "max_result_bytes");
+    }
+
+    #[tokio::test]
+    async fn a_failed_query_task_is_the_servers_fault() {
+        let join = tokio::spawn(async { panic!("boom") }).await.unwrap_err();
+        let api = task_failed(join);
+        assert_eq!((api.status.as_u16(), api.code), (500, "internal"));
+    }
 }

@@ -1,6 +1,9 @@
-//! Conversions of SQL values: to and from the protobuf `Value` (shared by
-//! cursors, the page protocol and the plugin ABI), its hand-written wire
-//! form, and JSON.
+//! The SQL value codec: SQL values to and from the protobuf `Value` (shared
+//! by cursors and the plugin ABI), its hand-written wire form, and JSON.
+//!
+//! A leaf of the engine: it uses only `ebb_query`'s values and `ebb_proto`,
+//! so the executor and the plugin sandbox (and the HTTP edge and the CLI)
+//! can all use it without depending on one another.
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -23,11 +26,33 @@ pub fn to_proto(value: &Value) -> pb::Value {
     pb::Value { kind: Some(kind) }
 }
 
+/// A value the codec cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// A protobuf `Value` with no field set.
+    #[error("a value with no field set")]
+    Empty,
+    /// A JSON number that is neither an i64 nor an f64.
+    #[error("number out of range")]
+    NumberOutOfRange,
+    /// `{"base64": ...}` whose value is not a string.
+    #[error("base64 must be a string")]
+    Base64NotString,
+    /// `{"base64": "..."}` that is not base64.
+    #[error("bad base64: {0}")]
+    BadBase64(String),
+    /// JSON that is not a parameter value (an array, another object).
+    #[error(
+        "{0} is not a parameter value (use null, a boolean, a number, a string or {{\"base64\": ...}})"
+    )]
+    NotAValue(String),
+}
+
 /// A protobuf value as a SQL value; a value with no field set is refused.
-pub fn from_proto(value: &pb::Value) -> Result<Value, String> {
+pub fn from_proto(value: &pb::Value) -> Result<Value, ValueError> {
     use pb::value::Kind;
     Ok(match &value.kind {
-        None => return Err("a value with no field set".into()),
+        None => return Err(ValueError::Empty),
         Some(Kind::Null(_)) => Value::Null,
         Some(Kind::Boolean(b)) => Value::Bool(*b),
         Some(Kind::Int(i)) => Value::Int(*i),
@@ -85,28 +110,24 @@ pub fn bytes_json(bytes: &[u8]) -> Json {
 
 /// A request parameter from JSON: null, boolean, integer, float, string
 /// (text) or `{"base64": ...}` (bytes).
-pub fn from_json(value: &Json) -> Result<Value, String> {
+pub fn from_json(value: &Json) -> Result<Value, ValueError> {
     Ok(match value {
         Json::Null => Value::Null,
         Json::Bool(b) => Value::Bool(*b),
         Json::Number(n) => match n.as_i64() {
             Some(i) => Value::Int(i),
-            None => Value::Float(n.as_f64().ok_or("number out of range")?),
+            None => Value::Float(n.as_f64().ok_or(ValueError::NumberOutOfRange)?),
         },
         Json::String(s) => Value::text(s.as_str()),
         Json::Object(map) if map.len() == 1 && map.contains_key("base64") => {
-            let text = map["base64"].as_str().ok_or("base64 must be a string")?;
+            let text = map["base64"].as_str().ok_or(ValueError::Base64NotString)?;
             Value::Bytes(Bytes::from(
                 base64::engine::general_purpose::STANDARD
                     .decode(text)
-                    .map_err(|e| format!("bad base64: {e}"))?,
+                    .map_err(|e| ValueError::BadBase64(e.to_string()))?,
             ))
         }
-        other => {
-            return Err(format!(
-                "{other} is not a parameter value (use null, a boolean, a number, a string or {{\"base64\": ...}})"
-            ));
-        }
+        other => return Err(ValueError::NotAValue(other.to_string())),
     })
 }
 
@@ -132,7 +153,21 @@ mod tests {
             to_json(&Value::Bytes(Bytes::from_static(b"abc"))),
             json!("abc")
         );
-        assert!(from_proto(&pb::Value { kind: None }).is_err());
-        assert!(from_json(&json!([1])).is_err());
+        assert_eq!(
+            from_proto(&pb::Value { kind: None }),
+            Err(ValueError::Empty)
+        );
+        assert!(matches!(
+            from_json(&json!([1])),
+            Err(ValueError::NotAValue(_))
+        ));
+        assert_eq!(
+            from_json(&json!({"base64": 1})),
+            Err(ValueError::Base64NotString)
+        );
+        assert_eq!(
+            from_json(&json!([1])).unwrap_err().to_string(),
+            "[1] is not a parameter value (use null, a boolean, a number, a string or {\"base64\": ...})"
+        );
     }
 }

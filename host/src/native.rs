@@ -1,6 +1,10 @@
 //! Native functions an embedding application registers under a namespace
 //! (`myapp.score(value)`): resolved before plugins of the same name, run
 //! in-process without a sandbox.
+//!
+//! A leaf of the engine (it uses only `ebb_query`'s function traits): the
+//! node owns the registry, and the plugin layer's `HostFunctions` resolves
+//! names in it before plugins.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,8 +25,18 @@ fn key(namespace: &str, name: &str) -> Name {
     (namespace.to_ascii_lowercase(), name.to_ascii_lowercase())
 }
 
+/// A namespace or function name SQL cannot write unquoted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} {name:?} must match [A-Za-z_][A-Za-z0-9_]{{0,62}}")]
+pub struct InvalidFunctionName {
+    /// "namespace" or "function name".
+    pub what: &'static str,
+    /// The name refused.
+    pub name: String,
+}
+
 /// A namespace or function name that SQL can write unquoted.
-fn check_identifier(what: &str, text: &str) -> Result<(), String> {
+fn check_identifier(what: &'static str, text: &str) -> Result<(), InvalidFunctionName> {
     let mut chars = text.chars();
     let valid = chars
         .next()
@@ -32,9 +46,10 @@ fn check_identifier(what: &str, text: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!(
-            "{what} {text:?} must match [A-Za-z_][A-Za-z0-9_]{{0,62}}"
-        ))
+        Err(InvalidFunctionName {
+            what,
+            name: text.to_string(),
+        })
     }
 }
 
@@ -45,7 +60,7 @@ impl NativeFunctions {
         namespace: &str,
         name: &str,
         function: Arc<dyn ScalarFunction>,
-    ) -> Result<(), String> {
+    ) -> Result<(), InvalidFunctionName> {
         check_identifier("namespace", namespace)?;
         check_identifier("function name", name)?;
         self.scalars.write().insert(key(namespace, name), function);
@@ -58,7 +73,7 @@ impl NativeFunctions {
         namespace: &str,
         name: &str,
         function: Arc<dyn AggregateFunction>,
-    ) -> Result<(), String> {
+    ) -> Result<(), InvalidFunctionName> {
         check_identifier("namespace", namespace)?;
         check_identifier("function name", name)?;
         self.aggregates

@@ -1,0 +1,61 @@
+//! The key-order strategy: a k-way merge of the partitions' pages. Each
+//! partition's buffer is refilled when it runs dry, the smallest key goes
+//! next, and a response that fills ends with a cursor at the last key
+//! returned.
+
+use super::cursor::Sealer;
+use super::error::QueryError;
+use super::physical::PhysicalPlan;
+use super::scan::{self, Scan};
+use super::schedule::{Schedule, out_row_bytes};
+use super::sink::Sink;
+
+/// Merge `scans` into `sink` in key order; the cursor when the response
+/// filled before the result ended.
+pub(crate) async fn run(
+    schedule: &mut Schedule<'_>,
+    plan: &PhysicalPlan,
+    mut scans: Vec<Scan>,
+    sink: &mut Sink,
+    sealer: &Sealer<'_>,
+) -> Result<Option<String>, QueryError> {
+    let max_result_bytes = schedule.budgets().max_result_bytes;
+    let mut to_skip = plan.window.skip;
+    let mut returned = 0u64;
+    loop {
+        loop {
+            let needy: Vec<usize> = (0..scans.len())
+                .filter(|&i| scans[i].buffer.is_empty() && !scans[i].done)
+                .collect();
+            if needy.is_empty() {
+                break;
+            }
+            for (i, page) in schedule.fetch(&mut scans, &needy).await? {
+                schedule.hold(page.rows.iter().map(out_row_bytes).sum())?;
+                scans[i].buffer.extend(page.rows);
+            }
+        }
+        let next = (0..scans.len())
+            .filter(|&i| !scans[i].buffer.is_empty())
+            .min_by(|&a, &b| scans[a].buffer[0].key.cmp(&scans[b].buffer[0].key));
+        let Some(i) = next else { return Ok(None) };
+        if plan.window.remaining.is_some_and(|r| returned >= r) {
+            return Ok(None);
+        }
+        if to_skip == 0
+            && !sink.has_room(&scans[i].buffer[0].values, plan.page_size, max_result_bytes)?
+        {
+            let emitted = plan.window.emitted + returned;
+            return Ok(Some(sealer.seal(scan::positions(&scans), emitted, None)));
+        }
+        let row = scans[i].buffer.pop_front().expect("non-empty buffer");
+        schedule.release(out_row_bytes(&row));
+        scans[i].emitted_to = Some(row.key.clone());
+        if to_skip > 0 {
+            to_skip -= 1;
+            continue;
+        }
+        sink.push(row.values).await?;
+        returned += 1;
+    }
+}

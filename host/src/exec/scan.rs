@@ -1,0 +1,132 @@
+//! Per-partition scan state: opened from the partitions' snapshots and,
+//! on a continuation, the positions its cursor recorded (checking guarded
+//! continuations); turned back into positions when a response is sealed.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use ebb_proto::query::v1 as pb;
+
+use super::Consistency;
+use super::cursor::InvalidCursor;
+use super::error::QueryError;
+use super::page::OutRow;
+use super::physical::{PhysicalPlan, Strategy};
+use crate::fragment::Fragment;
+use crate::fragment::partition::PartitionSnapshot;
+use crate::names::TableName;
+
+/// One partition's scan state.
+pub(crate) struct Scan {
+    pub fragment: u32,
+    pub snapshot: Option<PartitionSnapshot>,
+    pub revision: u64,
+    pub incarnation: u64,
+    pub resume_after: Option<Arc<str>>,
+    pub done: bool,
+    /// Rows fetched and not yet handed on (the key-order merge).
+    pub buffer: VecDeque<OutRow>,
+    /// Resume point for a continuation: the last key handed on (or the start).
+    pub emitted_to: Option<Arc<str>>,
+    /// Records the next page may visit: starts at the first page's visits
+    /// and doubles with every page up to the maximum page visit budget.
+    pub budget: usize,
+}
+
+/// The snapshot of `table`'s partition in `fragment` at `snapshot_ms`.
+fn snapshot(fragment: &Fragment, table: &str, snapshot_ms: u64) -> Option<PartitionSnapshot> {
+    // A name that cannot be a table has no records.
+    let table = TableName::new(table).ok()?;
+    fragment.state().snapshot(&table, snapshot_ms)
+}
+
+/// Open the scan of every partition `plan` reads, at `snapshot_ms`. On a
+/// continuation (`previous`), a guarded one fails with `QueryChanged` when
+/// a partition it recorded changed since; the key-order merge resumes every
+/// partition after the last key returned, the buffered strategies start
+/// over (they recompute the result).
+pub(crate) fn open(
+    plan: &PhysicalPlan,
+    fragments: &[Fragment],
+    previous: &[pb::PartitionCursor],
+    snapshot_ms: u64,
+) -> Result<Vec<Scan>, QueryError> {
+    let resumes: HashMap<u32, &pb::PartitionCursor> =
+        previous.iter().map(|p| (p.fragment, p)).collect();
+    if plan
+        .fragments
+        .iter()
+        .any(|f| *f as usize >= fragments.len())
+    {
+        return Err(InvalidCursor("it names a fragment this node does not have".into()).into());
+    }
+    let merge = plan.strategy == Strategy::KeyMerge;
+    let mut scans = Vec::new();
+    for &fragment in &plan.fragments {
+        let snapshot = snapshot(
+            &fragments[fragment as usize],
+            &plan.logical.table,
+            snapshot_ms,
+        );
+        let (revision, incarnation) = snapshot
+            .as_ref()
+            .map_or((0, 0), |s| (s.revision, s.incarnation));
+        let mut scan = Scan {
+            fragment,
+            snapshot,
+            revision,
+            incarnation,
+            resume_after: None,
+            done: false,
+            buffer: VecDeque::new(),
+            emitted_to: None,
+            budget: plan.first_page_visits,
+        };
+        if let Some(previous) = resumes.get(&fragment) {
+            if plan.consistency == Consistency::Guarded
+                && (previous.revision, previous.incarnation) != (revision, incarnation)
+            {
+                return Err(QueryError::QueryChanged { fragment });
+            }
+            if merge {
+                scan.resume_after = previous.resume_after.as_deref().map(Arc::from);
+                scan.emitted_to = scan.resume_after.clone();
+                scan.done = previous.done;
+            }
+        } else if plan.continuing && merge {
+            // A continuation only revisits the partitions it recorded.
+            scan.done = true;
+        }
+        if scan.snapshot.is_none() {
+            scan.done = true;
+        }
+        scans.push(scan);
+    }
+    if merge {
+        // Every partition continues after the last key returned, not
+        // after its own last one. Unchanged data has no unreturned key
+        // below that position, so guarded pages are the same; a relaxed
+        // continuation skips keys written behind it since, rather than
+        // returning them out of key order.
+        let position = scans.iter().filter_map(|s| s.resume_after.clone()).max();
+        for scan in &mut scans {
+            scan.resume_after.clone_from(&position);
+            scan.emitted_to.clone_from(&position);
+        }
+    }
+    Ok(scans)
+}
+
+/// Where every partition stands, for a cursor.
+pub(crate) fn positions(scans: &[Scan]) -> Vec<pb::PartitionCursor> {
+    scans
+        .iter()
+        .map(|scan| pb::PartitionCursor {
+            fragment: scan.fragment,
+            resume_after: scan.emitted_to.as_deref().map(str::to_string),
+            revision: scan.revision,
+            incarnation: scan.incarnation,
+            done: scan.done && scan.buffer.is_empty(),
+        })
+        .collect()
+}
