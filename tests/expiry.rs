@@ -1,9 +1,13 @@
 //! Durable expiry handlers end to end: every expiry handled, retries with
 //! growing delays, dead letters and redrive, poison events, unbinding,
 //! refusing to delete a bound plugin, and SIGKILL in the middle of delivery.
+//! The handler limits, `discard_pending` and replacing a bound plugin are in
+//! tests/expiry_limits.rs; the helpers in tests/common/expiry.rs.
 //!
 //! Handlers are the bundled `archive` plugin and the test plugin `flaky`
-//! (tests/plugins/flaky), both built by `make plugins`.
+//! (tests/plugins/flaky), both built by `make plugins`. Every wait polls a
+//! condition with a deadline; the one fixed wait watches that nothing is
+//! delivered while a table is unbound, and says why it is long enough.
 
 mod common;
 
@@ -11,100 +15,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ebb_host::store::MemoryStore;
-use ebb_host::{BatchOp, BindRequest, Durability, Expiry, ExpiryConfig, Node, NodeConfig};
+use ebb_host::{ExpiryConfig, Node, NodeConfig};
 
-use common::{Server, call, ebb_bin, wait_until, wasm};
-
-fn module(name: &str) -> Vec<u8> {
-    let path = wasm(name);
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; build the plugins with `make plugins`",
-            path.display()
-        )
-    })
-}
-
-async fn node(fragments: u32) -> Node {
-    let config = NodeConfig::new("unused")
-        .fragments(fragments)
-        .expiry(ExpiryConfig {
-            backoff_base: Duration::from_millis(100),
-            backoff_max: Duration::from_secs(2),
-            ..ExpiryConfig::default()
-        });
-    Node::open_with_store(config, Arc::new(MemoryStore::new()))
-        .await
-        .unwrap()
-}
-
-async fn install(node: &Node, name: &str, file: &str) {
-    let node = node.clone();
-    let bytes = module(file);
-    let name = name.to_string();
-    tokio::task::spawn_blocking(move || node.install_plugin(&name, &bytes).map(|_| ()))
-        .await
-        .unwrap()
-        .unwrap();
-}
-
-async fn bind(node: &Node, table: &str, plugin: &str, max_batch: u32, max_attempts: u32) {
-    node.bind_expiry(
-        table,
-        BindRequest {
-            plugin: plugin.into(),
-            function: "copy".into(),
-            max_batch: Some(max_batch),
-            max_attempts: Some(max_attempts),
-        },
-    )
-    .await
-    .unwrap();
-}
-
-/// Put `(key, value)` pairs expiring at the given deadlines, in batches.
-async fn put_expiring(node: &Node, table: &str, items: Vec<(String, String, u64)>) {
-    let table = node.table(table).unwrap();
-    for chunk in items.chunks(1000) {
-        let ops = chunk
-            .iter()
-            .map(|(key, value, at)| BatchOp::Put {
-                key: key.clone(),
-                value: value.clone().into(),
-                expiry: Expiry::At(*at),
-            })
-            .collect();
-        for outcome in table.batch(ops, Durability::Wal).await {
-            outcome.unwrap();
-        }
-    }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
-async fn live(node: &Node, table: &str) -> usize {
-    node.tables()
-        .into_iter()
-        .find(|t| t.name.as_str() == table)
-        .map_or(0, |t| t.live_records)
-}
-
-async fn eventually<F: std::future::Future<Output = bool>>(
-    timeout: Duration,
-    what: &str,
-    mut check: impl FnMut() -> F,
-) {
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use common::expiry::{
+    bind, bind_function, eventually, install, last_attempt, live, module, node, now_ms,
+    put_expiring, put_in, value,
+};
+use common::{Server, call, ebb_bin, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_expiries_are_each_handled_and_the_outbox_drains() {
@@ -153,14 +70,10 @@ async fn failing_events_back_off_then_dead_letter_and_redrive_after_the_fix() {
     items.extend((0..5).map(|i| (format!("bad{i}"), "fail please".to_string(), at)));
     put_expiring(&node, "jobs", items).await;
 
-    // The healthy events are handled promptly, while the others back off.
-    eventually(Duration::from_secs(5), "50 archived jobs", || async {
+    eventually(Duration::from_secs(10), "50 archived jobs", || async {
         live(&node, "jobs_archive").await == 50
     })
     .await;
-    let status = node.expiry_status("jobs").await.unwrap();
-    assert!(status.queue.pending > 0, "failing events are still pending");
-
     eventually(Duration::from_secs(30), "5 dead letters", || async {
         node.expiry_status("jobs").await.unwrap().dead_letters == 5
     })
@@ -188,6 +101,24 @@ async fn failing_events_back_off_then_dead_letter_and_redrive_after_the_fix() {
     let gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
     for (gap, floor) in gaps.iter().zip([50, 100, 200]) {
         assert!(*gap >= floor, "backoff grows: gaps {gaps:?}");
+    }
+    // The healthy events did not wait for the failing ones: each was
+    // archived before any failing event had its last attempt (which comes
+    // at least 350 ms of backoff after the first). The versions are the
+    // node's own write times, so this does not depend on when we looked.
+    let archive = node.table("jobs_archive").unwrap();
+    let mut last_archived = 0;
+    for i in 0..50 {
+        let entry = archive.get(&format!("ok{i:02}")).await.unwrap().unwrap();
+        last_archived = last_archived.max(entry.version.hlc_ms);
+    }
+    for i in 0..5 {
+        let last = attempts.get(&format!("bad{i}:4")).await.unwrap().unwrap();
+        assert!(
+            last_archived < last.version.hlc_ms,
+            "healthy events archived by {last_archived}, bad{i} last tried at {}",
+            last.version.hlc_ms
+        );
     }
     assert_eq!(node.expiry_status("jobs").await.unwrap().queue.pending, 0);
 
@@ -254,33 +185,100 @@ async fn a_poison_event_does_not_hold_back_the_rest_of_its_batch() {
     node.shutdown().await.unwrap();
 }
 
+/// A node on one fragment (one partition per table, so first deliveries
+/// follow outbox order) retrying after 50 ms, doubling up to 200 ms.
+async fn quick_retry_node(store: Arc<MemoryStore>, linger: Duration) -> Node {
+    let config = NodeConfig::new("unused").fragments(1).expiry(ExpiryConfig {
+        backoff_base: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(200),
+        linger,
+        ..ExpiryConfig::default()
+    });
+    Node::open_with_store(config, store).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unbinding_stops_delivery_and_keeps_pending_events() {
-    let node = node(2).await;
-    install(&node, "archive", "ebb_plugin_archive").await;
-    bind(&node, "t", "archive", 256, 10).await;
-    put_expiring(&node, "t", vec![("a".into(), "1".into(), now_ms() + 100)]).await;
-    eventually(Duration::from_secs(5), "a archived", || async {
-        live(&node, "t_archive").await == 1
+async fn unbinding_stops_delivery_keeps_pending_events_and_writes_no_new_ones() {
+    let node = quick_retry_node(Arc::new(MemoryStore::new()), Duration::from_millis(2)).await;
+    install(&node, "handler", "ebb_test_flaky").await;
+    bind(&node, "t", "handler", 256, 1000).await;
+    put_expiring(
+        &node,
+        "t",
+        vec![
+            ("a".into(), "1".into(), now_ms() + 100),
+            ("bad".into(), "fail".into(), now_ms() + 100),
+        ],
+    )
+    .await;
+    eventually(Duration::from_secs(10), "a archived, bad tried", || async {
+        value(&node, "t_archive", "a").await.as_deref() == Some("1")
+            && last_attempt(&node, "t", "bad").await >= 1
     })
     .await;
 
     let removed = node.unbind_expiry("t", false).await.unwrap();
-    assert_eq!(removed.plugin, "archive");
-    put_expiring(&node, "t", vec![("b".into(), "2".into(), now_ms() + 50)]).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(live(&node, "t").await, 0, "b expired");
+    assert_eq!(removed.plugin, "handler");
+    // A call in flight finishes; the failing event stays pending.
+    eventually(Duration::from_secs(10), "no call in flight", || async {
+        node.expiry_status("t").await.unwrap().queue.in_flight == 0
+    })
+    .await;
+    let status = node.expiry_status("t").await.unwrap();
+    assert_eq!(status.binding, None);
     assert_eq!(
-        live(&node, "t_archive").await,
-        1,
-        "no delivery once unbound"
+        (status.queue.pending, status.queue.backing_off),
+        (1, 1),
+        "the pending event is kept"
     );
-    assert!(
-        node.expiry_status("t").await.is_err(),
-        "nothing pending: no status"
+    let tried = last_attempt(&node, "t", "bad").await;
+    let calls = status.calls;
+
+    // b expires while the table is unbound: the cleaner converts it (it is
+    // no longer live), writing no event.
+    put_in(&node, "t", "b", "2", 50).await;
+    eventually(Duration::from_secs(10), "b converted", || async {
+        live(&node, "t").await == 0
+    })
+    .await;
+    // Nothing is delivered while unbound. A negative can only be watched
+    // for a while: 1 s is five times the longest retry delay (200 ms) of
+    // the pending event, which would be tried again about 5 times if
+    // unbinding did not stop delivery.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status = node.expiry_status("t").await.unwrap();
+    assert_eq!(status.calls, calls, "no handler call while unbound");
+    assert_eq!(
+        last_attempt(&node, "t", "bad").await,
+        tried,
+        "no delivery while unbound"
     );
+    assert_eq!(status.queue.pending, 1);
+
+    // Bound again to a fixed handler: the kept event is delivered, and so
+    // is a new expiry; b had no event to deliver.
+    install(&node, "handler", "ebb_plugin_archive").await;
+    bind(&node, "t", "handler", 256, 1000).await;
+    put_in(&node, "t", "c", "3", 50).await;
+    eventually(Duration::from_secs(10), "bad and c archived", || async {
+        value(&node, "t_archive", "bad").await.as_deref() == Some("fail")
+            && value(&node, "t_archive", "c").await.as_deref() == Some("3")
+    })
+    .await;
+    eventually(Duration::from_secs(10), "an empty outbox", || async {
+        node.expiry_status("t").await.unwrap().queue.pending == 0
+    })
+    .await;
+    let status = node.expiry_status("t").await.unwrap();
+    // With the outbox empty, every event ever written was handled: a, bad
+    // and c, none for b.
+    assert_eq!(status.handled, 3, "{status:?}");
+    assert_eq!(value(&node, "t_archive", "b").await, None);
+    assert_eq!(status.dead_letters, 0);
+
+    node.unbind_expiry("t", false).await.unwrap();
     let plugin = node.clone();
-    tokio::task::spawn_blocking(move || plugin.remove_plugin("archive"))
+    tokio::task::spawn_blocking(move || plugin.remove_plugin("handler"))
         .await
         .unwrap()
         .expect("an unbound plugin can be deleted");
@@ -290,48 +288,48 @@ async fn unbinding_stops_delivery_and_keeps_pending_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_store_delays_delivery_without_charging_attempts() {
     let store = Arc::new(MemoryStore::new());
-    let config = NodeConfig::new("unused").fragments(1).expiry(ExpiryConfig {
-        backoff_base: Duration::from_millis(50),
-        backoff_max: Duration::from_millis(200),
-        ..ExpiryConfig::default()
-    });
-    let node = Node::open_with_store(config, store.clone()).await.unwrap();
+    // A partial batch waits 3 s for more events: time to make the store
+    // fail after the event is durable in the outbox and before its call.
+    let node = quick_retry_node(store.clone(), Duration::from_secs(3)).await;
     install(&node, "handler", "ebb_test_flaky").await;
     // One attempt only: a charged failure would dead-letter at once.
-    bind(&node, "t", "handler", 256, 1).await;
-    put_expiring(
-        &node,
-        "t",
-        vec![("k".into(), "slow value".into(), now_ms() + 100)],
+    bind_function(&node, "t", "handler", "stamp", 256, 1).await;
+    let started = Instant::now();
+    put_in(&node, "t", "k", "v", 100).await;
+    eventually(
+        Duration::from_secs(10),
+        "the event in the outbox",
+        || async { node.expiry_status("t").await.unwrap().queue.pending == 1 },
     )
     .await;
-    // While the (slow) handler runs, the store starts failing: its actions
-    // cannot become durable.
-    let started = Instant::now();
-    while node.expiry_status("t").await.unwrap().queue.in_flight == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no call in flight"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let status = node.expiry_status("t").await.unwrap();
+    assert_eq!(
+        (status.calls, status.queue.in_flight),
+        (0, 0),
+        "the call waits for its batch to fill ({:?} after the put)",
+        started.elapsed()
+    );
+    // The handler will succeed, but its actions cannot become durable.
     store.set_failing(true);
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    eventually(
+        Duration::from_secs(20),
+        "two deliveries whose actions failed",
+        || async {
+            let status = node.expiry_status("t").await.unwrap();
+            status.calls >= 2
+                && status
+                    .last_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("applying an action"))
+        },
+    )
+    .await;
     let status = node.expiry_status("t").await.unwrap();
     assert_eq!(
         status.dead_letters, 0,
         "node-side failures are not attempts"
     );
     assert_eq!(status.queue.pending, 1);
-    assert!(
-        status
-            .last_error
-            .as_deref()
-            .unwrap_or("")
-            .contains("applying an action"),
-        "{:?}",
-        status.last_error
-    );
     store.set_failing(false);
     eventually(
         Duration::from_secs(10),
@@ -341,26 +339,12 @@ async fn a_failing_store_delays_delivery_without_charging_attempts() {
     .await;
     let status = node.expiry_status("t").await.unwrap();
     assert_eq!((status.dead_letters, status.handled), (0, 1));
-    let archived = node.table("t_archive").unwrap().get("k").await.unwrap();
-    assert_eq!(archived.unwrap().value, "slow value");
+    // The successful delivery was still the event's first attempt.
+    assert_eq!(
+        value(&node, "t_archive", "k").await.as_deref(),
+        Some("v attempt=1")
+    );
     node.shutdown().await.unwrap();
-}
-
-/// The highest attempt the `flaky` handler recorded for `key`.
-async fn last_attempt(node: &Node, table: &str, key: &str) -> u32 {
-    let attempts = node.table(&format!("{table}_attempts")).unwrap();
-    let mut last = 0;
-    for attempt in 1..=50 {
-        if attempts
-            .get(&format!("{key}:{attempt}"))
-            .await
-            .unwrap()
-            .is_some()
-        {
-            last = attempt;
-        }
-    }
-    last
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -545,13 +529,50 @@ fn binding_over_http_and_the_cli_refuses_bad_handlers_and_bound_plugin_deletes()
     let (code, out) = ebb(url, &["expiry", "redrive", "sessions"]);
     assert_eq!(code, 1, "redrive needs a binding: {out}");
     assert!(out.contains("bind one"), "{out}");
-    call(
+    let put = call(
         "PUT",
         &format!("{url}/v1/tables/sessions/keys/s2?ttl_ms=50"),
         &[],
         Some(b"bob"),
     );
-    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(put.status, 200, "{}", put.text());
+    // s2 expires while unbound: wait until the cleaner has converted it
+    // (a table leaves GET /v1/tables once no record is live, and a record
+    // past its deadline counts as live until converted).
+    wait_until(Duration::from_secs(10), "s2 converted", || {
+        let tables = call("GET", &format!("{url}/v1/tables"), &[], None).json();
+        !tables["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "sessions")
+    });
+    // Its conversion wrote no event: bind again, let s3 expire and drain
+    // the outbox; then every event ever written has been handled, and that
+    // is s1 and s3 only.
+    let (code, out) = ebb(url, &["expiry", "bind", "sessions", "archive", "copy"]);
+    assert_eq!(code, 0, "{out}");
+    let put = call(
+        "PUT",
+        &format!("{url}/v1/tables/sessions/keys/s3?ttl_ms=50"),
+        &[],
+        Some(b"carol"),
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+    wait_until(Duration::from_secs(10), "s3 archived, outbox empty", || {
+        let status = call("GET", &handler, &[], None).json();
+        status["status"]["outbox_depth"] == 0
+            && call(
+                "GET",
+                &format!("{url}/v1/tables/sessions_archive/keys/s3"),
+                &[],
+                None,
+            )
+            .status
+                == 200
+    });
+    let status = call("GET", &handler, &[], None).json();
+    assert_eq!(status["status"]["handled"], 2, "{status}");
     assert_eq!(
         call(
             "GET",
@@ -561,8 +582,10 @@ fn binding_over_http_and_the_cli_refuses_bad_handlers_and_bound_plugin_deletes()
         )
         .status,
         404,
-        "no delivery after unbind"
+        "no delivery of an expiry while unbound"
     );
+    let (code, out) = ebb(url, &["expiry", "unbind", "sessions"]);
+    assert_eq!(code, 0, "{out}");
     let deleted = call("DELETE", &format!("{url}/v1/plugins/archive"), &[], None);
     assert_eq!(deleted.status, 200, "{}", deleted.text());
     assert_eq!(server.stop(), 0);
@@ -677,7 +700,7 @@ fn dead_letters_over_http_and_the_cli_list_page_and_redrive() {
 fn sigkill_while_events_are_pending_and_handlers_run_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let total: u64 = 3000;
-    {
+    let last_deadline = {
         let server = Server::start(dir.path(), &[]);
         let url = &server.url;
         let answer = call(
@@ -736,9 +759,13 @@ fn sigkill_while_events_are_pending_and_handlers_run_loses_nothing() {
         let at_kill = handled();
         assert!(at_kill < total, "killed before the end ({at_kill} handled)");
         drop(server); // SIGKILL
+        start + total - 1
+    };
+    // Let the remaining deadlines pass while the server is down: boot
+    // converts those records and writes their events.
+    while now_ms() <= last_deadline + 100 {
+        std::thread::sleep(Duration::from_millis(20));
     }
-    // Let the remaining deadlines pass while the server is down.
-    std::thread::sleep(Duration::from_millis(3000));
     let server = Server::start(dir.path(), &[]);
     let url = &server.url;
     let count = || {
@@ -757,13 +784,6 @@ fn sigkill_while_events_are_pending_and_handlers_run_loses_nothing() {
         "every event archived after the restart",
         || count() == total,
     );
-    let status = call(
-        "GET",
-        &format!("{url}/v1/tables/t/expiry-handler"),
-        &[],
-        None,
-    )
-    .json();
     wait_until(Duration::from_secs(10), "an empty outbox", || {
         call(
             "GET",
@@ -774,6 +794,13 @@ fn sigkill_while_events_are_pending_and_handlers_run_loses_nothing() {
         .json()["status"]["outbox_depth"]
             == 0
     });
+    let status = call(
+        "GET",
+        &format!("{url}/v1/tables/t/expiry-handler"),
+        &[],
+        None,
+    )
+    .json();
     assert_eq!(status["status"]["dead_letters"], 0, "{status}");
     assert_eq!(server.stop(), 0);
 }

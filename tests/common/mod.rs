@@ -1,6 +1,8 @@
 //! A real `ebb serve` process on an ephemeral loopback port, for end-to-end tests.
 #![allow(dead_code)]
 
+pub mod expiry;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use super::ExpiryConfig;
 use super::binding::Binding;
+use super::entries;
 use super::event::{PendingEvent, dead_letter_key, outbox_seq};
 use super::outbox::Outbox;
 use crate::clock::now_ms;
@@ -48,7 +49,8 @@ pub enum Command {
     /// Report on one table's queues.
     Status(TableName, oneshot::Sender<QueueStatus>),
     /// Drop the table's queued events that are not in flight; answers with
-    /// them so the caller deletes them from the store.
+    /// them so the caller deletes them from the store. Events of a batch in
+    /// flight that are not handled are deleted when it finishes.
     Purge(TableName, oneshot::Sender<Vec<PendingEvent>>),
     /// Stop forming batches; answer once none is in flight.
     Stop(oneshot::Sender<()>),
@@ -190,6 +192,9 @@ struct Dispatcher {
     ctx: Arc<Context>,
     queues: HashMap<(TableName, FragmentId), Queue>,
     running: usize,
+    /// Queues purged while a batch was in flight: the events that batch
+    /// does not handle are deleted instead of retried.
+    discarding: HashSet<(TableName, FragmentId)>,
 }
 
 /// Run the dispatcher until [`Command::Stop`], starting with the events
@@ -203,6 +208,7 @@ pub(crate) async fn run(
         ctx,
         queues: HashMap::new(),
         running: 0,
+        discarding: HashSet::new(),
     };
     dispatcher.add(loaded);
     let mut stopping: Option<oneshot::Sender<()>> = None;
@@ -261,6 +267,11 @@ impl Dispatcher {
     }
 
     fn finished(&mut self, done: Finished) {
+        if self.discarding.remove(&(done.table.clone(), done.fragment)) && !done.retry.is_empty() {
+            // The batch stays in flight until its events are deleted.
+            discard(self.ctx.clone(), done);
+            return;
+        }
         self.running -= 1;
         let queue = self.queues.entry((done.table, done.fragment)).or_default();
         queue.in_flight = queue.in_flight.saturating_sub(done.events);
@@ -289,8 +300,11 @@ impl Dispatcher {
 
     fn purge(&mut self, table: &TableName) -> Vec<PendingEvent> {
         let mut purged = Vec::new();
-        for ((t, _), queue) in self.queues.iter_mut() {
+        for ((t, fragment), queue) in self.queues.iter_mut() {
             if t == table {
+                if queue.busy() {
+                    self.discarding.insert((t.clone(), *fragment));
+                }
                 purged.extend(queue.fresh.drain(..).map(|slot| slot.event));
                 purged.extend(
                     std::mem::take(&mut queue.waiting)
@@ -378,6 +392,30 @@ impl Dispatcher {
         }
         next
     }
+}
+
+/// Delete the events a batch of a purged queue did not handle from the
+/// outbox (fsynced, like the purge itself), then report the batch finished
+/// with nothing to retry. Should the write fail, they stay in the store
+/// and are loaded again at the next boot.
+fn discard(ctx: Arc<Context>, mut done: Finished) {
+    let events: Vec<PendingEvent> = std::mem::take(&mut done.retry)
+        .into_iter()
+        .map(|slot| slot.event)
+        .collect();
+    tokio::spawn(async move {
+        let store = ctx.store.clone();
+        let count = events.len();
+        let deleted =
+            tokio::task::spawn_blocking(move || entries::delete_from_outbox(&*store, &events))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+        if let Err(error) = deleted {
+            tracing::warn!(table = %done.table, %error, events = count, "cannot discard expiry events; they stay in the outbox until the next boot");
+        }
+        ctx.outbox.send(Command::Finished(done));
+    });
 }
 
 /// Deliver one batch and settle its events; always reports back.

@@ -161,8 +161,9 @@ impl Node {
 
     /// Remove `table`'s binding: its expiries stop producing events. Events
     /// already in the outbox wait there (and are delivered if the table is
-    /// bound again) unless `discard_pending`, which deletes those not in
-    /// flight. Returns the removed binding.
+    /// bound again) unless `discard_pending`, which deletes them (those in
+    /// a batch in flight when it finishes, unless it handled them). Returns
+    /// the removed binding.
     pub async fn unbind_expiry(
         &self,
         table: &str,
