@@ -1,9 +1,7 @@
 //! Errors of the embedded API: what a caller did wrong or what the node
 //! could not do, each saying what to do next.
 
-use crate::fragment::flush::BacklogFull;
-use crate::fragment::pool::Shed;
-use crate::fragment::{FragmentShutdownError, SubmitError};
+use crate::fragment::{BacklogFull, FragmentShutdownError, Shed, SubmitError};
 use crate::names::NameError;
 use crate::node::config::ConfigError;
 use crate::store::{MetaError, StoreError};

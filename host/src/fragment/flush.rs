@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use super::error::BacklogFull;
 use crate::expiry::{Outbox, PendingEvent};
 use crate::metrics::Histogram;
 use crate::names::TableName;
@@ -14,20 +15,6 @@ use crate::record::Record;
 use crate::store::{Committer, FragmentId, StoreBatch, StoreError, StoredRecord};
 
 type BufferKey = (TableName, Arc<str>);
-
-/// The buffer is over its byte limit; the write was not applied.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "fragment {fragment} has {pending_bytes} bytes waiting for storage (limit {limit_bytes}); the store is slow or failing, retry later"
-)]
-pub struct BacklogFull {
-    /// The fragment whose buffer is full.
-    pub fragment: FragmentId,
-    /// Bytes waiting to be flushed.
-    pub pending_bytes: usize,
-    /// The configured limit (`max_backlog_bytes`).
-    pub limit_bytes: usize,
-}
 
 #[derive(Default)]
 struct Buffer {
@@ -100,7 +87,7 @@ pub struct FlushStats {
 /// since), counts the failure, and the next flush retries it. Nothing
 /// enqueued is dropped; when the backlog reaches `limit_bytes`, new writes are
 /// refused with [`BacklogFull`] before they are applied.
-pub struct Persistence {
+pub(crate) struct Persistence {
     fragment: FragmentId,
     committer: Arc<Committer>,
     outbox: Arc<Outbox>,

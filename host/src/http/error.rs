@@ -139,8 +139,7 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fragment::flush::BacklogFull;
-    use crate::fragment::pool::Shed;
+    use crate::fragment::{BacklogFull, Shed};
     use crate::store::StoreError;
 
     #[test]

@@ -27,14 +27,14 @@ struct CommitRequest {
 ///
 /// The thread owns no data: a failed group is reported to each requester,
 /// which keeps its batch and retries.
-pub struct Committer {
+pub(crate) struct Committer {
     requests: parking_lot::RwLock<Option<mpsc::Sender<CommitRequest>>>,
     thread: parking_lot::Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 impl Committer {
     /// Start the writer thread over `store`.
-    pub fn start(store: Arc<dyn KvStore>) -> Result<Self, StoreError> {
+    pub(crate) fn start(store: Arc<dyn KvStore>) -> Result<Self, StoreError> {
         let (requests, queue) = mpsc::channel::<CommitRequest>();
         let thread = thread::Builder::new()
             .name("ebb-committer".into())
@@ -48,7 +48,7 @@ impl Committer {
 
     /// Commit `batch` (atomically, possibly together with other requests) and
     /// wait for the outcome. `sync` asks for an fsync before the reply.
-    pub async fn commit(&self, batch: StoreBatch, sync: bool) -> Result<(), StoreError> {
+    pub(crate) async fn commit(&self, batch: StoreBatch, sync: bool) -> Result<(), StoreError> {
         let (reply, outcome) = oneshot::channel();
         {
             let requests = self.requests.read();
@@ -62,7 +62,7 @@ impl Committer {
 
     /// Refuse new requests, let the thread finish the queued ones and join
     /// it. Blocks: call it from a blocking context.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         drop(self.requests.write().take());
         if let Some(thread) = self.thread.lock().take() {
             let _ = thread.join();
