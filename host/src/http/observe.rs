@@ -323,7 +323,7 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
     let mut response = out.finish().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
     );
     response
 }
