@@ -22,6 +22,7 @@ pub mod error;
 pub mod exec;
 pub mod expiry;
 pub mod fragment;
+pub mod hex;
 pub mod http;
 pub mod metrics;
 pub mod names;
