@@ -59,9 +59,11 @@ pub async fn track(State(app): State<AppState>, request: Request, next: Next) ->
 }
 
 /// `GET /health`: 200 with per-fragment health while serving (`status` is
-/// `ok` or `degraded`), 503 once shutting down.
+/// `ok` or `degraded`), 503 once shutting down (from the start of the
+/// drain).
 pub async fn health(State(app): State<AppState>) -> Response {
-    let health = app.node.health().await;
+    let mut health = app.node.health().await;
+    health.accepting &= !app.draining.load(std::sync::atomic::Ordering::Acquire);
     let fragments: Vec<Value> = health
         .fragments
         .iter()
