@@ -25,7 +25,7 @@ pub fn decode(text: &str) -> Option<Vec<u8>> {
         }
     }
     let text = text.as_bytes();
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     text.chunks_exact(2)

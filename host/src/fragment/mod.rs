@@ -34,6 +34,5 @@ pub use error::{BacklogFull, FragmentShutdownError, Shed, SubmitError};
 pub use flush::FlushStats;
 pub(crate) use handle::Fragment;
 pub use health::{FragmentHealth, PoolHealth};
-pub use partition::{Partition, PartitionSnapshot};
 pub use pool::PoolConfig;
 pub use supervisor::Child;
