@@ -27,9 +27,7 @@ pub(crate) fn encode_record_key(fragment: FragmentId, table: &TableName, key: &s
 }
 
 /// Decode a storage key produced by [`encode_record_key`].
-pub(crate) fn decode_record_key(
-    raw: &[u8],
-) -> Result<(FragmentId, TableName, Arc<str>), StoreError> {
+fn decode_record_key(raw: &[u8]) -> Result<(FragmentId, TableName, Arc<str>), StoreError> {
     let corrupt = |reason: &str| StoreError::Corrupt {
         key: String::from_utf8_lossy(raw).into_owned(),
         reason: reason.to_string(),
