@@ -5,8 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ebb_host::fragment::Child;
-use ebb_host::fragment::pool::PoolConfig;
+use ebb_host::fragment::{Child, PoolConfig};
 use ebb_host::store::{KvStore, MemoryStore};
 use ebb_host::{BatchOp, BatchOutcome, Durability, Error, Expiry, Node, NodeConfig, PutOptions};
 

@@ -21,6 +21,7 @@ pub mod codec;
 pub mod exec;
 pub mod expiry;
 pub mod fragment;
+pub mod hex;
 pub mod metrics;
 pub mod names;
 pub(crate) mod native;

@@ -70,7 +70,7 @@ pub fn list_dead_letters(
             other => Err(other),
         })?;
     let next = more
-        .then(|| events.last().map(|e| event::hex(&e.event().id)))
+        .then(|| events.last().map(|e| crate::hex::encode(&e.event().id)))
         .flatten();
     Ok(DeadLetterPage { events, next })
 }

@@ -156,19 +156,9 @@ impl PendingEvent {
     }
 }
 
-/// Lower-case hex of an id.
-pub fn hex(id: &[u8]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Parse a hex id; `None` unless it is exactly [`ID_LEN`] bytes of hex.
 pub fn parse_hex_id(text: &str) -> Option<Vec<u8>> {
-    if text.len() != ID_LEN * 2 || !text.is_ascii() {
-        return None;
-    }
-    (0..ID_LEN)
-        .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
-        .collect()
+    crate::hex::decode(text).filter(|id| id.len() == ID_LEN)
 }
 
 #[cfg(test)]
@@ -220,7 +210,7 @@ mod tests {
         assert!(outbox_key(2, u64::MAX) < outbox_key(3, 0));
         assert!(PendingEvent::decode(b"x", b"\xff\xff").is_err());
         let id = event.event().id.to_vec();
-        assert_eq!(parse_hex_id(&hex(&id)), Some(id));
+        assert_eq!(parse_hex_id(&crate::hex::encode(&id)), Some(id));
         assert_eq!(parse_hex_id("abc"), None);
     }
 }

@@ -8,7 +8,7 @@ use super::runtime::FragmentShared;
 use crate::clock::now_ms;
 
 /// Expiry conversion, run by a [`super::periodic::Periodic`] actor.
-pub struct Cleaner;
+pub(crate) struct Cleaner;
 
 impl Maintenance for Cleaner {
     async fn due(shared: &FragmentShared) {

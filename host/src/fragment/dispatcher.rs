@@ -12,10 +12,10 @@ use super::worker::{Operation, Worker};
 /// The dispatcher actor. Workers are linked to it: a dead worker is
 /// restarted in its slot (counted as `worker-<pool>-<slot>`); when the
 /// dispatcher stops, it drains its workers first so admitted operations finish.
-pub struct Dispatcher;
+pub(crate) struct Dispatcher;
 
 /// Worker refs by pool, in [`Priority::ALL`] order.
-pub struct DispatcherState {
+pub(crate) struct DispatcherState {
     shared: Arc<FragmentShared>,
     pools: [Vec<ActorRef<Operation>>; 3],
 }

@@ -4,20 +4,20 @@
 use super::state::FragmentState;
 
 /// Most records a page converts.
-pub const PAGE_RECORDS: usize = 256;
+pub(crate) const PAGE_RECORDS: usize = 256;
 /// Most value bytes a page converts (the page ends after the record that
 /// crosses it).
-pub const PAGE_BYTES: usize = 1024 * 1024;
+pub(crate) const PAGE_BYTES: usize = 1024 * 1024;
 
 /// What one page did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ExpiryPage {
+pub(crate) struct ExpiryPage {
     /// Records turned into expiry tombstones.
-    pub converted: usize,
+    pub(crate) converted: usize,
     /// Value bytes released by the conversions.
-    pub bytes: usize,
+    pub(crate) bytes: usize,
     /// Due records remain (the page hit its budget or the buffer was full).
-    pub more: bool,
+    pub(crate) more: bool,
 }
 
 impl FragmentState {
@@ -27,7 +27,7 @@ impl FragmentState {
     /// handler, together with its outbox event. Stops early, leaving the
     /// rest due, when the write buffer is full: expired records stay
     /// invisible to readers meanwhile, so nothing is lost by waiting.
-    pub fn expire_page(&self, now_ms: u64) -> ExpiryPage {
+    pub(crate) fn expire_page(&self, now_ms: u64) -> ExpiryPage {
         let mut page = ExpiryPage::default();
         let outbox = self.persistence().outbox().clone();
         for (table, partition) in self.partitions() {
@@ -67,7 +67,7 @@ impl FragmentState {
 
     /// Convert everything due at `now_ms`, page by page. Returns how many
     /// records were converted and whether some remain (buffer full).
-    pub fn expire_all(&self, now_ms: u64) -> (usize, bool) {
+    pub(crate) fn expire_all(&self, now_ms: u64) -> (usize, bool) {
         let mut converted = 0;
         loop {
             let page = self.expire_page(now_ms);

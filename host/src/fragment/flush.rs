@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use super::error::BacklogFull;
 use crate::expiry::{Outbox, PendingEvent};
 use crate::metrics::Histogram;
 use crate::names::TableName;
@@ -14,20 +15,6 @@ use crate::record::Record;
 use crate::store::{Committer, FragmentId, StoreBatch, StoreError, StoredRecord};
 
 type BufferKey = (TableName, Arc<str>);
-
-/// The buffer is over its byte limit; the write was not applied.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "fragment {fragment} has {pending_bytes} bytes waiting for storage (limit {limit_bytes}); the store is slow or failing, retry later"
-)]
-pub struct BacklogFull {
-    /// The fragment whose buffer is full.
-    pub fragment: FragmentId,
-    /// Bytes waiting to be flushed.
-    pub pending_bytes: usize,
-    /// The configured limit (`max_backlog_bytes`).
-    pub limit_bytes: usize,
-}
 
 #[derive(Default)]
 struct Buffer {
@@ -100,7 +87,7 @@ pub struct FlushStats {
 /// since), counts the failure, and the next flush retries it. Nothing
 /// enqueued is dropped; when the backlog reaches `limit_bytes`, new writes are
 /// refused with [`BacklogFull`] before they are applied.
-pub struct Persistence {
+pub(crate) struct Persistence {
     fragment: FragmentId,
     committer: Arc<Committer>,
     outbox: Arc<Outbox>,
@@ -416,24 +403,42 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_writers_are_each_covered_by_a_flush() {
+    async fn writers_that_wait_for_a_flush_share_the_next_one() {
         let (store, persistence) = setup(1 << 30);
         let table = TableName::new("t").unwrap();
-        let mut tasks = Vec::new();
-        for i in 0..200u64 {
+        // The first writer's flush is held in the store (a slow disk) ...
+        store.set_holding(true);
+        let (seq, _) = persistence.enqueue(&table, &Arc::from("k0"), &record(0, "v"));
+        let first = tokio::spawn({
             let persistence = persistence.clone();
-            let table = table.clone();
+            async move { persistence.flush_through(seq, false).await }
+        });
+        let started = std::time::Instant::now();
+        while store.held_writes() != 1 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        // ... while 199 more writers apply theirs and wait for durability.
+        let mut tasks = Vec::new();
+        for i in 1..200u64 {
+            let key: Arc<str> = Arc::from(format!("k{i}"));
+            let (seq, _) = persistence.enqueue(&table, &key, &record(i, "v"));
+            let persistence = persistence.clone();
             tasks.push(tokio::spawn(async move {
-                let key: Arc<str> = Arc::from(format!("k{i}"));
-                let (seq, _) = persistence.enqueue(&table, &key, &record(i, "v"));
-                persistence.flush_through(seq, false).await.unwrap();
+                persistence.flush_through(seq, false).await
             }));
         }
+        store.set_holding(false);
+        first.await.unwrap().unwrap();
         for task in tasks {
-            task.await.unwrap();
+            task.await.unwrap().unwrap();
         }
         assert_eq!(loaded(&store).len(), 200);
-        assert!(persistence.stats().flushes <= 200);
+        assert_eq!(
+            persistence.stats().flushes,
+            2,
+            "the 199 waiting writers share one flush"
+        );
     }
 
     #[tokio::test]

@@ -41,7 +41,7 @@ pub struct FragmentHealth {
 
 impl FragmentHealth {
     /// Collect a report; `dispatcher` is the running dispatcher's cell.
-    pub fn collect(shared: &FragmentShared, dispatcher: &ActorCell) -> Self {
+    pub(crate) fn collect(shared: &FragmentShared, dispatcher: &ActorCell) -> Self {
         let running_workers = dispatcher
             .get_children()
             .iter()

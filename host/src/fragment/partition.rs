@@ -149,11 +149,6 @@ impl Partition {
             visible: self.live - due,
         }
     }
-
-    /// A consistent view for readers now.
-    pub fn snapshot(&self) -> PartitionSnapshot {
-        self.snapshot_at(crate::clock::now_ms())
-    }
 }
 
 impl Default for Partition {
@@ -236,14 +231,14 @@ mod tests {
     fn snapshots_are_isolated_from_later_writes() {
         let mut p = Partition::new();
         put(&mut p, "a", 1, None);
-        let snapshot = p.snapshot();
+        let snapshot = p.snapshot_at(0);
         put(&mut p, "b", 2, None);
         put(&mut p, "a", 3, None);
         assert_eq!(snapshot.records.len(), 1);
         assert_eq!(snapshot.records.get("a").unwrap().value, Bytes::from("a@1"));
         assert_eq!(snapshot.revision, 1);
         assert_eq!(snapshot.incarnation, p.incarnation());
-        assert_eq!(p.snapshot().revision, 3);
+        assert_eq!(p.snapshot_at(0).revision, 3);
         put(&mut p, "c", 4, Some(50));
         assert_eq!(p.snapshot_at(49).visible, 3);
         assert_eq!(p.snapshot_at(50).visible, 2, "due records are not visible");

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use super::runtime::FragmentShared;
 
 /// A kind of periodic maintenance.
-pub trait Maintenance: Send + Sync + 'static {
+pub(crate) trait Maintenance: Send + Sync + 'static {
     /// Resolves when the work is next due.
     fn due(shared: &FragmentShared) -> impl Future<Output = ()> + Send;
     /// Do the work once. Failures are the work's to count and log: the next
@@ -21,14 +21,14 @@ pub trait Maintenance: Send + Sync + 'static {
 }
 
 /// Ask the actor to run its work now; answered when done.
-pub struct RunNow(pub RpcReplyPort<()>);
+pub(crate) struct RunNow(pub RpcReplyPort<()>);
 
 /// The actor running maintenance `M`.
-pub struct Periodic<M>(PhantomData<fn() -> M>);
+pub(crate) struct Periodic<M>(PhantomData<fn() -> M>);
 
 impl<M> Periodic<M> {
     /// A handler for `Actor::spawn_linked`.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Periodic(PhantomData)
     }
 }
@@ -40,7 +40,7 @@ impl<M> Default for Periodic<M> {
 }
 
 /// The actor's state: the shared fragment and its timer task.
-pub struct PeriodicState {
+pub(crate) struct PeriodicState {
     shared: Arc<FragmentShared>,
     timer: Option<JoinHandle<()>>,
 }

@@ -3,9 +3,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use super::error::Shed;
+
 /// Which pool an operation runs in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Priority {
+pub(crate) enum Priority {
     /// Point reads and writes from clients.
     High,
     /// Everything else from clients.
@@ -16,10 +18,10 @@ pub enum Priority {
 
 impl Priority {
     /// All priorities, in pool order.
-    pub const ALL: [Priority; 3] = [Priority::High, Priority::Default, Priority::Background];
+    pub(crate) const ALL: [Priority; 3] = [Priority::High, Priority::Default, Priority::Background];
 
     /// Short name used in health, metrics and errors.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Priority::High => "high",
             Priority::Default => "default",
@@ -42,18 +44,6 @@ pub struct PoolConfig {
     pub capacity: usize,
 }
 
-/// An operation could not be admitted: the pool's queue is full.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("fragment {fragment} {pool} pool is full ({capacity} operations queued); retry shortly")]
-pub struct Shed {
-    /// Fragment whose pool is full.
-    pub fragment: u32,
-    /// Pool name.
-    pub pool: &'static str,
-    /// The pool's capacity.
-    pub capacity: usize,
-}
-
 #[derive(Debug)]
 struct Gauge {
     queued: AtomicUsize,
@@ -65,14 +55,14 @@ struct Gauge {
 /// [`Permit`] until it finishes (or is dropped with a dead worker), so the
 /// bound covers the dispatcher's and the workers' mailboxes together.
 #[derive(Debug)]
-pub struct Admission {
+pub(crate) struct Admission {
     fragment: u32,
     gauges: [Gauge; 3],
 }
 
 /// Proof of admission; releases its slot when dropped.
 #[derive(Debug)]
-pub struct Permit {
+pub(crate) struct Permit {
     admission: Arc<Admission>,
     priority: Priority,
 }
@@ -87,14 +77,14 @@ impl Drop for Permit {
 
 impl Permit {
     /// The pool this permit belongs to.
-    pub fn priority(&self) -> Priority {
+    pub(crate) fn priority(&self) -> Priority {
         self.priority
     }
 }
 
 impl Admission {
     /// Admission for `fragment` with one capacity per pool, in [`Priority::ALL`] order.
-    pub fn new(fragment: u32, capacities: [usize; 3]) -> Arc<Self> {
+    pub(crate) fn new(fragment: u32, capacities: [usize; 3]) -> Arc<Self> {
         let gauge = |capacity: usize| Gauge {
             queued: AtomicUsize::new(0),
             shed: AtomicU64::new(0),
@@ -107,7 +97,7 @@ impl Admission {
     }
 
     /// Admit one operation, or shed it (counted) when the pool is full.
-    pub fn admit(self: &Arc<Self>, priority: Priority) -> Result<Permit, Shed> {
+    pub(crate) fn admit(self: &Arc<Self>, priority: Priority) -> Result<Permit, Shed> {
         let gauge = &self.gauges[priority.index()];
         let queued = gauge.queued.fetch_add(1, Ordering::AcqRel);
         if queued >= gauge.capacity {
@@ -126,12 +116,12 @@ impl Admission {
     }
 
     /// Operations admitted and not finished, per pool.
-    pub fn queued(&self, priority: Priority) -> usize {
+    pub(crate) fn queued(&self, priority: Priority) -> usize {
         self.gauges[priority.index()].queued.load(Ordering::Acquire)
     }
 
     /// Operations shed since start, per pool.
-    pub fn shed(&self, priority: Priority) -> u64 {
+    pub(crate) fn shed(&self, priority: Priority) -> u64 {
         self.gauges[priority.index()].shed.load(Ordering::Relaxed)
     }
 }

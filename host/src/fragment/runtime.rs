@@ -14,18 +14,18 @@ use super::worker::Operation;
 
 /// Settings of one fragment's runtime.
 #[derive(Debug, Clone)]
-pub struct FragmentConfig {
+pub(crate) struct FragmentConfig {
     /// Pools in [`Priority::ALL`] order.
-    pub pools: [PoolConfig; 3],
+    pub(crate) pools: [PoolConfig; 3],
     /// The snapshotter flushes buffered writes this often.
-    pub flush_interval: Duration,
+    pub(crate) flush_interval: Duration,
     /// The cleaner sweeps at least this often, besides waking at deadlines.
-    pub clean_interval: Duration,
+    pub(crate) clean_interval: Duration,
 }
 
 impl FragmentConfig {
     /// The pool of `priority`.
-    pub fn pool(&self, priority: Priority) -> PoolConfig {
+    pub(crate) fn pool(&self, priority: Priority) -> PoolConfig {
         self.pools[priority as usize]
     }
 }
@@ -33,20 +33,20 @@ impl FragmentConfig {
 /// Shared by the supervisor, its children and the node's handle. Children
 /// restarted in place get the same `FragmentShared`, so no data or counter is
 /// lost with a dead actor.
-pub struct FragmentShared {
+pub(crate) struct FragmentShared {
     /// Partitions and write buffer.
-    pub state: Arc<FragmentState>,
+    pub(crate) state: Arc<FragmentState>,
     /// Bounded admission to the pools.
-    pub admission: Arc<Admission>,
+    pub(crate) admission: Arc<Admission>,
     /// Settings.
-    pub config: FragmentConfig,
+    pub(crate) config: FragmentConfig,
     restarts: Mutex<BTreeMap<String, u64>>,
     dispatcher: RwLock<Option<ActorRef<Operation>>>,
 }
 
 impl FragmentShared {
     /// Shared state for a fragment about to start.
-    pub fn new(state: Arc<FragmentState>, config: FragmentConfig) -> Arc<Self> {
+    pub(crate) fn new(state: Arc<FragmentState>, config: FragmentConfig) -> Arc<Self> {
         let capacities = config.pools.map(|pool| pool.capacity);
         Arc::new(Self {
             admission: Admission::new(state.id(), capacities),
@@ -58,22 +58,22 @@ impl FragmentShared {
     }
 
     /// Count a restart of `child`.
-    pub fn count_restart(&self, child: &str) {
+    pub(crate) fn count_restart(&self, child: &str) {
         *self.restarts.lock().entry(child.to_string()).or_insert(0) += 1;
     }
 
     /// Restarts per child since the fragment started.
-    pub fn restarts(&self) -> BTreeMap<String, u64> {
+    pub(crate) fn restarts(&self) -> BTreeMap<String, u64> {
         self.restarts.lock().clone()
     }
 
     /// The running dispatcher, if any.
-    pub fn dispatcher(&self) -> Option<ActorRef<Operation>> {
+    pub(crate) fn dispatcher(&self) -> Option<ActorRef<Operation>> {
         self.dispatcher.read().clone()
     }
 
     /// Publish (or withdraw, with `None`) the dispatcher that takes operations.
-    pub fn set_dispatcher(&self, dispatcher: Option<ActorRef<Operation>>) {
+    pub(crate) fn set_dispatcher(&self, dispatcher: Option<ActorRef<Operation>>) {
         *self.dispatcher.write() = dispatcher;
     }
 }

@@ -5,7 +5,7 @@ use super::periodic::Maintenance;
 use super::runtime::FragmentShared;
 
 /// Interval flushing, run by a [`super::periodic::Periodic`] actor.
-pub struct Snapshotter;
+pub(crate) struct Snapshotter;
 
 impl Maintenance for Snapshotter {
     async fn due(shared: &FragmentShared) {

@@ -9,7 +9,8 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use tokio::sync::Notify;
 
-use super::flush::{BacklogFull, Persistence};
+use super::error::BacklogFull;
+use super::flush::Persistence;
 use super::partition::{ApplyOutcome, Partition, PartitionSnapshot};
 use crate::clock::HybridClock;
 use crate::names::TableName;
@@ -18,7 +19,7 @@ use crate::store::FragmentId;
 
 /// A mutation of one key, before it has a version.
 #[derive(Debug, Clone)]
-pub enum Mutation {
+pub(crate) enum Mutation {
     /// Store a value with an optional deadline (Unix ms).
     Put {
         /// The value bytes.
@@ -32,7 +33,7 @@ pub enum Mutation {
 
 /// What a write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WriteOutcome {
+pub(crate) enum WriteOutcome {
     /// The write was applied with `version`; `seq` is its place in the
     /// fragment's write buffer, to wait on for durability.
     Applied {
@@ -47,7 +48,7 @@ pub enum WriteOutcome {
 
 /// Wakes the cleaner when a deadline earlier than its planned wake-up appears.
 #[derive(Debug)]
-pub struct ExpiryWake {
+pub(crate) struct ExpiryWake {
     planned_ms: AtomicU64,
     notify: Notify,
 }
@@ -61,12 +62,12 @@ impl ExpiryWake {
     }
 
     /// Record when the cleaner plans to wake next.
-    pub fn plan(&self, at_ms: u64) {
+    pub(crate) fn plan(&self, at_ms: u64) {
         self.planned_ms.store(at_ms, Ordering::Release);
     }
 
     /// Called for every new deadline: wakes the cleaner if it sleeps past it.
-    pub fn offer(&self, deadline_ms: u64) {
+    pub(crate) fn offer(&self, deadline_ms: u64) {
         if deadline_ms < self.planned_ms.load(Ordering::Acquire) {
             self.planned_ms.store(deadline_ms, Ordering::Release);
             self.notify.notify_waiters();
@@ -76,28 +77,28 @@ impl ExpiryWake {
     /// A future that resolves when an earlier deadline is offered. Create it
     /// (and `enable` it) before reading the deadlines it guards, so an offer
     /// in between is not missed.
-    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+    pub(crate) fn changed(&self) -> tokio::sync::futures::Notified<'_> {
         self.notify.notified()
     }
 }
 
 /// Per-table numbers for listings.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionInfo {
+pub(crate) struct PartitionInfo {
     /// The table.
-    pub table: TableName,
+    pub(crate) table: TableName,
     /// Live records in this fragment's partition.
-    pub live: usize,
+    pub(crate) live: usize,
     /// All records, tombstones included.
-    pub records: usize,
+    pub(crate) records: usize,
     /// Current revision.
-    pub revision: u64,
+    pub(crate) revision: u64,
 }
 
 /// Shared state of one fragment. Partition locks are held only for in-memory
 /// work (never across I/O or `.await`), so readers and writers never wait on
 /// the store.
-pub struct FragmentState {
+pub(crate) struct FragmentState {
     id: FragmentId,
     partitions: RwLock<HashMap<TableName, Arc<RwLock<Partition>>>>,
     persistence: Arc<Persistence>,
@@ -107,7 +108,7 @@ pub struct FragmentState {
 
 impl FragmentState {
     /// State for fragment `id` with loaded `partitions`.
-    pub fn new(
+    pub(crate) fn new(
         id: FragmentId,
         partitions: HashMap<TableName, Partition>,
         persistence: Arc<Persistence>,
@@ -128,22 +129,22 @@ impl FragmentState {
     }
 
     /// This fragment's id.
-    pub fn id(&self) -> FragmentId {
+    pub(crate) fn id(&self) -> FragmentId {
         self.id
     }
 
     /// The write buffer.
-    pub fn persistence(&self) -> &Arc<Persistence> {
+    pub(crate) fn persistence(&self) -> &Arc<Persistence> {
         &self.persistence
     }
 
     /// The cleaner's wake-up.
-    pub fn expiry_wake(&self) -> &ExpiryWake {
+    pub(crate) fn expiry_wake(&self) -> &ExpiryWake {
         &self.expiry_wake
     }
 
     /// The partition of `table`, if the table has records here.
-    pub fn partition(&self, table: &TableName) -> Option<Arc<RwLock<Partition>>> {
+    pub(crate) fn partition(&self, table: &TableName) -> Option<Arc<RwLock<Partition>>> {
         self.partitions.read().get(table).cloned()
     }
 
@@ -159,7 +160,7 @@ impl FragmentState {
     }
 
     /// Every partition with its table, in no particular order.
-    pub fn partitions(&self) -> Vec<(TableName, Arc<RwLock<Partition>>)> {
+    pub(crate) fn partitions(&self) -> Vec<(TableName, Arc<RwLock<Partition>>)> {
         self.partitions
             .read()
             .iter()
@@ -168,7 +169,7 @@ impl FragmentState {
     }
 
     /// The record of `key` if it is visible at `now_ms`.
-    pub fn get(&self, table: &TableName, key: &str, now_ms: u64) -> Option<Record> {
+    pub(crate) fn get(&self, table: &TableName, key: &str, now_ms: u64) -> Option<Record> {
         let partition = self.partition(table)?;
         let partition = partition.read();
         partition
@@ -178,7 +179,7 @@ impl FragmentState {
     }
 
     /// A consistent view of `table`'s partition at `now_ms`, if it exists.
-    pub fn snapshot(&self, table: &TableName, now_ms: u64) -> Option<PartitionSnapshot> {
+    pub(crate) fn snapshot(&self, table: &TableName, now_ms: u64) -> Option<PartitionSnapshot> {
         self.partition(table).map(|p| p.read().snapshot_at(now_ms))
     }
 
@@ -186,7 +187,7 @@ impl FragmentState {
     /// under last-writer-wins and enqueue it for the store, all under the
     /// partition lock so versions, the index and the buffer agree on order.
     /// A full backlog refuses the write before anything changes.
-    pub fn apply(
+    pub(crate) fn apply(
         &self,
         table: &TableName,
         key: &Arc<str>,
@@ -237,7 +238,7 @@ impl FragmentState {
     }
 
     /// The earliest deadline over all partitions of this fragment.
-    pub fn earliest_deadline(&self) -> Option<u64> {
+    pub(crate) fn earliest_deadline(&self) -> Option<u64> {
         self.partitions()
             .iter()
             .filter_map(|(_, partition)| partition.read().earliest_deadline())
@@ -245,7 +246,7 @@ impl FragmentState {
     }
 
     /// Per-table numbers of this fragment.
-    pub fn partition_infos(&self) -> Vec<PartitionInfo> {
+    pub(crate) fn partition_infos(&self) -> Vec<PartitionInfo> {
         self.partitions()
             .into_iter()
             .map(|(table, partition)| {

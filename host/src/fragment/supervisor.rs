@@ -9,6 +9,7 @@ use ractor::{
 
 use super::cleaner::Cleaner;
 use super::dispatcher::Dispatcher;
+use super::error::FragmentShutdownError;
 use super::health::FragmentHealth;
 use super::periodic::{Periodic, RunNow};
 use super::runtime::FragmentShared;
@@ -38,33 +39,8 @@ impl Child {
     }
 }
 
-/// A fragment could not reach its final durability fence.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FragmentShutdownError {
-    /// A child actor could not be drained.
-    #[error("fragment {fragment}: draining {child} failed: {reason}")]
-    Actor {
-        /// The fragment.
-        fragment: u32,
-        /// The child that did not drain.
-        child: &'static str,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The final flush failed; the batch is retained and quiesce can be retried.
-    #[error(
-        "fragment {fragment}: final flush failed (batch retained, retry the shutdown): {reason}"
-    )]
-    Storage {
-        /// The fragment.
-        fragment: u32,
-        /// The store error.
-        reason: String,
-    },
-}
-
 /// Messages of the supervisor.
-pub enum SupervisorMsg {
+pub(crate) enum SupervisorMsg {
     /// Report health.
     Health(RpcReplyPort<FragmentHealth>),
     /// Stop periodic work, drain admitted operations, convert due
@@ -83,10 +59,10 @@ enum Lifecycle {
 }
 
 /// The supervisor actor.
-pub struct FragmentSupervisor;
+pub(crate) struct FragmentSupervisor;
 
 /// The supervisor's state: the shared fragment and its children.
-pub struct SupervisorState {
+pub(crate) struct SupervisorState {
     shared: Arc<FragmentShared>,
     dispatcher: ActorRef<Operation>,
     cleaner: ActorRef<RunNow>,

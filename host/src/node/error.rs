@@ -2,9 +2,7 @@
 //! could not do, each saying what to do next.
 
 use super::config::ConfigError;
-use crate::fragment::flush::BacklogFull;
-use crate::fragment::pool::Shed;
-use crate::fragment::{FragmentShutdownError, SubmitError};
+use crate::fragment::{BacklogFull, FragmentShutdownError, Shed, SubmitError};
 use crate::names::NameError;
 use crate::store::{MetaError, StoreError};
 use crate::write::InvalidTtl;

@@ -450,10 +450,7 @@ impl PluginRegistry {
         check: &dyn Fn(&abi::Manifest) -> Result<(), PluginError>,
     ) -> Result<Installed, PluginError> {
         let name = plugin_name(name)?;
-        let sha256: String = Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let sha256 = crate::hex::encode(&Sha256::digest(bytes));
         if let Some(current) = self.get(&name)
             && current.info.sha256 == sha256
         {

@@ -27,14 +27,14 @@ struct CommitRequest {
 ///
 /// The thread owns no data: a failed group is reported to each requester,
 /// which keeps its batch and retries.
-pub struct Committer {
+pub(crate) struct Committer {
     requests: parking_lot::RwLock<Option<mpsc::Sender<CommitRequest>>>,
     thread: parking_lot::Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 impl Committer {
     /// Start the writer thread over `store`.
-    pub fn start(store: Arc<dyn KvStore>) -> Result<Self, StoreError> {
+    pub(crate) fn start(store: Arc<dyn KvStore>) -> Result<Self, StoreError> {
         let (requests, queue) = mpsc::channel::<CommitRequest>();
         let thread = thread::Builder::new()
             .name("ebb-committer".into())
@@ -48,7 +48,7 @@ impl Committer {
 
     /// Commit `batch` (atomically, possibly together with other requests) and
     /// wait for the outcome. `sync` asks for an fsync before the reply.
-    pub async fn commit(&self, batch: StoreBatch, sync: bool) -> Result<(), StoreError> {
+    pub(crate) async fn commit(&self, batch: StoreBatch, sync: bool) -> Result<(), StoreError> {
         let (reply, outcome) = oneshot::channel();
         {
             let requests = self.requests.read();
@@ -62,7 +62,7 @@ impl Committer {
 
     /// Refuse new requests, let the thread finish the queued ones and join
     /// it. Blocks: call it from a blocking context.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         drop(self.requests.write().take());
         if let Some(thread) = self.thread.lock().take() {
             let _ = thread.join();
@@ -119,22 +119,79 @@ mod tests {
         }
     }
 
+    /// Waits (on the condition, bounded) until the store holds one write.
+    async fn until_one_write_is_held(store: &MemoryStore) {
+        let started = std::time::Instant::now();
+        while store.held_writes() != 1 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_commits_share_store_writes_and_all_land() {
+    async fn commits_that_wait_for_a_write_share_the_next_ones_and_all_land() {
         let store = Arc::new(MemoryStore::new());
         let committer = Arc::new(Committer::start(store.clone()).unwrap());
-        let mut tasks = Vec::new();
-        for i in 0..500 {
+        // The first commit's write is held (a slow disk) ...
+        store.set_holding(true);
+        let first = tokio::spawn({
             let committer = committer.clone();
-            tasks.push(tokio::spawn(async move {
-                committer.commit(batch(&format!("k{i}")), false).await
-            }));
-        }
-        for task in tasks {
-            task.await.unwrap().unwrap();
+            async move { committer.commit(batch("k0"), false).await }
+        });
+        until_one_write_is_held(&store).await;
+        // ... while 499 more commits queue behind it: each sends its request
+        // on the first poll.
+        let rest: Vec<_> = (1..500)
+            .map(|i| committer.commit(batch(&format!("k{i}")), false))
+            .collect();
+        let mut rest = std::pin::pin!(futures::future::join_all(rest));
+        assert!(futures::poll!(rest.as_mut()).is_pending());
+        store.set_holding(false);
+        first.await.unwrap().unwrap();
+        for outcome in rest.await {
+            outcome.unwrap();
         }
         assert_eq!(store.record_count(), 500);
-        assert!(store.write_calls() <= 500);
+        // The queued 499 share as few writes as the group cap allows.
+        assert!(store.write_calls() < 100, "{} writes", store.write_calls());
+        let shared = 499_usize.div_ceil(MAX_GROUP_REQUESTS) as u64;
+        assert_eq!(store.write_calls(), 1 + shared);
+        assert_eq!(store.fsyncs(), 0, "no commit asked for sync");
+        committer.close();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_sync_request_fsyncs_its_whole_group_and_only_it() {
+        let store = Arc::new(MemoryStore::new());
+        let committer = Arc::new(Committer::start(store.clone()).unwrap());
+        store.set_holding(true);
+        let first = tokio::spawn({
+            let committer = committer.clone();
+            async move { committer.commit(batch("k0"), false).await }
+        });
+        until_one_write_is_held(&store).await;
+        let group = vec![
+            committer.commit(batch("a"), false),
+            committer.commit(batch("b"), true),
+            committer.commit(batch("c"), false),
+        ];
+        let mut group = std::pin::pin!(futures::future::join_all(group));
+        assert!(futures::poll!(group.as_mut()).is_pending());
+        store.set_holding(false);
+        first.await.unwrap().unwrap();
+        for outcome in group.await {
+            outcome.unwrap();
+        }
+        assert_eq!(
+            store.write_calls(),
+            2,
+            "the three queued commits share one write"
+        );
+        assert_eq!(
+            store.fsyncs(),
+            1,
+            "that write is fsynced for the one that asked; the first write is not"
+        );
         committer.close();
     }
 

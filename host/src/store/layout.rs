@@ -11,12 +11,12 @@ use crate::names::TableName;
 use crate::record::Record;
 
 /// The prefix shared by every record key of `fragment`.
-pub fn fragment_prefix(fragment: FragmentId) -> [u8; 2] {
+pub(crate) fn fragment_prefix(fragment: FragmentId) -> [u8; 2] {
     (fragment as u16).to_be_bytes()
 }
 
 /// Encode the storage key of `(fragment, table, key)`.
-pub fn encode_record_key(fragment: FragmentId, table: &TableName, key: &str) -> Vec<u8> {
+pub(crate) fn encode_record_key(fragment: FragmentId, table: &TableName, key: &str) -> Vec<u8> {
     let table = table.as_str().as_bytes();
     let mut out = Vec::with_capacity(3 + table.len() + key.len());
     out.extend_from_slice(&fragment_prefix(fragment));
@@ -27,7 +27,7 @@ pub fn encode_record_key(fragment: FragmentId, table: &TableName, key: &str) -> 
 }
 
 /// Decode a storage key produced by [`encode_record_key`].
-pub fn decode_record_key(raw: &[u8]) -> Result<(FragmentId, TableName, Arc<str>), StoreError> {
+fn decode_record_key(raw: &[u8]) -> Result<(FragmentId, TableName, Arc<str>), StoreError> {
     let corrupt = |reason: &str| StoreError::Corrupt {
         key: String::from_utf8_lossy(raw).into_owned(),
         reason: reason.to_string(),
@@ -49,7 +49,7 @@ pub fn decode_record_key(raw: &[u8]) -> Result<(FragmentId, TableName, Arc<str>)
 }
 
 /// Decode one `records` entry; `intern` shares writer strings between records.
-pub fn decode_stored(
+pub(crate) fn decode_stored(
     raw_key: &[u8],
     raw_value: &[u8],
     intern: impl FnOnce(String) -> Arc<str>,

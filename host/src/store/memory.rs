@@ -1,9 +1,9 @@
 //! An in-memory `KvStore` for unit tests, with switchable write failures.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
 use super::{
@@ -15,13 +15,20 @@ type FamilyKey = (u8, Vec<u8>);
 
 /// Keeps records and the other families in ordered maps (meta entries live
 /// in the `Family::Meta` map). `set_failing(true)` makes every
-/// write fail until it is turned off, to exercise retry paths.
+/// write fail until it is turned off, to exercise retry paths;
+/// `set_holding(true)` makes record writes wait until it is turned off, as
+/// a slow disk would, to exercise group commit. It counts the record writes
+/// and the fsyncs asked for.
 #[derive(Default)]
 pub struct MemoryStore {
     records: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
     families: Mutex<BTreeMap<FamilyKey, Vec<u8>>>,
     failing: AtomicBool,
     writes: AtomicU64,
+    fsyncs: AtomicU64,
+    holding: Mutex<bool>,
+    released: Condvar,
+    held: AtomicUsize,
 }
 
 impl MemoryStore {
@@ -38,6 +45,42 @@ impl MemoryStore {
     /// Number of successful `write` calls: shows how many commits were grouped.
     pub fn write_calls(&self) -> u64 {
         self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Number of fsyncs asked for: `sync`, `write_meta`, and `write` or
+    /// `write_entries` with `sync`.
+    pub fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::SeqCst)
+    }
+
+    /// Make `write` calls wait (`true`) until released (`false`).
+    pub fn set_holding(&self, holding: bool) {
+        *self.holding.lock() = holding;
+        if !holding {
+            self.released.notify_all();
+        }
+    }
+
+    /// `write` calls waiting in a hold now.
+    pub fn held_writes(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    fn wait_while_held(&self) {
+        let mut holding = self.holding.lock();
+        if *holding {
+            self.held.fetch_add(1, Ordering::SeqCst);
+            while *holding {
+                self.released.wait(&mut holding);
+            }
+            self.held.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn count_fsync(&self, sync: bool) {
+        if sync {
+            self.fsyncs.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// Number of persisted records.
@@ -66,7 +109,8 @@ impl KvStore for MemoryStore {
         Ok(())
     }
 
-    fn write(&self, batches: &[StoreBatch], _sync: bool) -> Result<(), StoreError> {
+    fn write(&self, batches: &[StoreBatch], sync: bool) -> Result<(), StoreError> {
+        self.wait_while_held();
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Engine("injected write failure".into()));
         }
@@ -84,6 +128,7 @@ impl KvStore for MemoryStore {
             }
         }
         self.writes.fetch_add(1, Ordering::SeqCst);
+        self.count_fsync(sync);
         Ok(())
     }
 
@@ -103,14 +148,16 @@ impl KvStore for MemoryStore {
         for (key, value) in entries {
             families.insert((Family::Meta as u8, key.as_bytes().to_vec()), value.clone());
         }
+        self.count_fsync(true);
         Ok(())
     }
 
     fn sync(&self) -> Result<(), StoreError> {
+        self.count_fsync(true);
         Ok(())
     }
 
-    fn write_entries(&self, writes: &[FamilyWrite], _sync: bool) -> Result<(), StoreError> {
+    fn write_entries(&self, writes: &[FamilyWrite], sync: bool) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Engine("injected write failure".into()));
         }
@@ -125,6 +172,7 @@ impl KvStore for MemoryStore {
                 }
             }
         }
+        self.count_fsync(sync);
         Ok(())
     }
 

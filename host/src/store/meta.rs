@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{KvStore, StoreError};
 
 /// On-disk format written by this build. A data dir of another format is refused.
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 
 const KEY_FORMAT: &str = "format_version";
 const KEY_FRAGMENTS: &str = "fragment_count";
@@ -16,7 +16,7 @@ const KEY_CURSOR: &str = "cursor_key";
 
 /// Identity of an opened data directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataDirMeta {
+pub(crate) struct DataDirMeta {
     /// Number of fragments, fixed when the data dir was created.
     pub fragments: u32,
     /// This node's id, stamped into every version it issues.

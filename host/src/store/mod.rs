@@ -9,10 +9,10 @@ mod rocks;
 
 use std::sync::Arc;
 
-pub use committer::Committer;
-pub use layout::{decode_record_key, encode_record_key, fragment_prefix};
+pub(crate) use committer::Committer;
 pub use memory::MemoryStore;
-pub use meta::{DataDirMeta, FORMAT_VERSION, MetaError};
+pub(crate) use meta::DataDirMeta;
+pub use meta::MetaError;
 pub use rocks::RocksStore;
 
 use crate::names::TableName;

@@ -13,15 +13,15 @@ use super::{
 };
 
 /// Records: `(fragment, table, key) -> Record envelope`.
-pub const CF_RECORDS: &str = "records";
+const CF_RECORDS: &str = "records";
 /// Plugin modules, manifests and compiled artifacts.
-pub const CF_PLUGINS: &str = "plugins";
+const CF_PLUGINS: &str = "plugins";
 /// Expiry events waiting for their handler.
-pub const CF_EXPIRY_OUTBOX: &str = "expiry_outbox";
+const CF_EXPIRY_OUTBOX: &str = "expiry_outbox";
 /// Expiry events that exhausted their attempts.
-pub const CF_DEAD_LETTERS: &str = "dead_letters";
+const CF_DEAD_LETTERS: &str = "dead_letters";
 /// Format version, fragment count, node id, clock high-water mark, cursor key.
-pub const CF_META: &str = "meta";
+const CF_META: &str = "meta";
 
 const FAMILIES: [&str; 5] = [
     CF_RECORDS,

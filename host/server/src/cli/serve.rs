@@ -331,6 +331,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         },
         auth_token: args.auth_token.map(Arc::from),
         metrics: Default::default(),
+        draining: Default::default(),
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, state, async {

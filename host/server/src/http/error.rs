@@ -144,8 +144,7 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ebb_host::fragment::flush::BacklogFull;
-    use ebb_host::fragment::pool::Shed;
+    use ebb_host::fragment::{BacklogFull, Shed};
     use ebb_host::store::StoreError;
 
     #[test]

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
-use ebb_host::expiry::event::hex;
 use ebb_host::expiry::{BindRequest, Binding, ExpiryError, PendingEvent};
+use ebb_host::hex;
 
 /// Largest body of the expiry routes.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -158,7 +158,7 @@ pub struct PageQuery {
 fn dead_letter_json(event: &PendingEvent) -> Value {
     let e = event.event();
     json!({
-        "id": hex(&e.id),
+        "id": hex::encode(&e.id),
         "key": e.key,
         "value": ebb_host::codec::bytes_json(&e.value),
         "version": format!("{}.{}", e.version_ms, e.version_counter),

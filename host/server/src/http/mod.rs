@@ -13,12 +13,14 @@ pub mod sql;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
-use axum::middleware;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
@@ -78,6 +80,22 @@ pub struct AppState {
     pub auth_token: Option<Arc<str>>,
     /// Request metrics.
     pub metrics: Arc<HttpMetrics>,
+    /// Set when shutdown begins: `/health` answers 503 and new `/v1`
+    /// requests are refused while those in flight finish.
+    pub draining: Arc<AtomicBool>,
+}
+
+/// While the server drains, a `/v1` request that arrives is answered 503
+/// `shutting_down` (with `Retry-After`); those already past here finish.
+async fn refuse_while_draining(
+    State(app): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if app.draining.load(Ordering::Acquire) {
+        return ApiError::from(ebb_host::Error::ShuttingDown).into_response();
+    }
+    next.run(request).await
 }
 
 async fn not_found() -> ApiError {
@@ -128,6 +146,10 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            refuse_while_draining,
         ));
     Router::new()
         .merge(v1)
@@ -145,8 +167,8 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Serve `state` on `listener` under `state.limits` until `shutdown`
-/// resolves, then finish the requests in flight (see [`server::run`]).
-/// Does not shut the node down.
+/// resolves, then drain: finish the requests in flight while `/health`
+/// answers 503 (see [`server::run`]). Does not shut the node down.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
@@ -154,5 +176,6 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let limits = state.limits;
     let metrics = state.metrics.clone();
-    server::run(listener, router(state), limits, metrics, shutdown).await
+    let draining = state.draining.clone();
+    server::run(listener, router(state), limits, metrics, draining, shutdown).await
 }

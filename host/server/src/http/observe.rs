@@ -59,9 +59,11 @@ pub async fn track(State(app): State<AppState>, request: Request, next: Next) ->
 }
 
 /// `GET /health`: 200 with per-fragment health while serving (`status` is
-/// `ok` or `degraded`), 503 once shutting down.
+/// `ok` or `degraded`), 503 once shutting down (from the start of the
+/// drain).
 pub async fn health(State(app): State<AppState>) -> Response {
-    let health = app.node.health().await;
+    let mut health = app.node.health().await;
+    health.accepting &= !app.draining.load(std::sync::atomic::Ordering::Acquire);
     let fragments: Vec<Value> = health
         .fragments
         .iter()
@@ -319,7 +321,7 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
     let mut response = out.finish().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        HeaderValue::from_static(ebb_host::metrics::CONTENT_TYPE),
     );
     response
 }

@@ -1,4 +1,4 @@
-//! The HTTP/1.1 server: an accept loop with a connection cap, header, body and idle timeouts, graceful shutdown.
+//! The HTTP/1.1 server: an accept loop with a connection cap, header, body and idle timeouts, graceful shutdown (a drain).
 //!
 //! Every connection holds a permit of a semaphore sized by the cap; a
 //! connection accepted without one is answered a minimal 503 and closed at
@@ -18,7 +18,7 @@ use std::future::Future;
 use std::io;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 use tower_service::Service;
 
@@ -112,14 +112,18 @@ pub fn default_max_connections(open_files: Option<u64>) -> usize {
 }
 
 /// Serve `router` on `listener` under `limits` until `shutdown` resolves,
-/// then stop accepting, let requests in flight finish (idle connections
-/// close at once) and return once every connection has closed. Accept
-/// errors never end the loop: they pause it (10 ms, doubling to 1 s).
+/// then drain: set `draining` (so `/health` answers 503 and new `/v1`
+/// requests are refused), close idle connections, let requests in flight
+/// finish, and meanwhile keep answering new connections, one request each.
+/// Once every connection from before the drain has closed, stop accepting
+/// and return when the rest have closed too. Accept errors never end the
+/// loop: they pause it (10 ms, doubling to 1 s).
 pub async fn run(
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,
     metrics: Arc<HttpMetrics>,
+    draining: Arc<AtomicBool>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let cap = limits
@@ -129,33 +133,54 @@ pub async fn run(
     let permits = Arc::new(Semaphore::new(cap));
     let refusal = refusal(cap);
     let (stop_tx, stop_rx) = watch::channel(());
+    // Every connection accepted before the drain holds a sender: the
+    // receiver ends once they have all closed.
+    let (serving, mut served) = mpsc::channel::<()>(1);
     let mut shutdown = pin!(shutdown);
     let mut pause = None;
+    let admit = |stream: TcpStream, stop: watch::Receiver<()>, serving: Option<_>| match permits
+        .clone()
+        .try_acquire_owned()
+    {
+        Ok(permit) => {
+            let connection = Connection {
+                router: router.clone(),
+                limits,
+                metrics: metrics.clone(),
+                keep_alive: serving.is_some(),
+                _serving: serving,
+                _permit: permit,
+            };
+            tokio::spawn(connection.serve(stream, stop));
+        }
+        Err(_) => {
+            metrics.connections.refused.fetch_add(1, Ordering::Relaxed);
+            refuse(stream, &refusal);
+        }
+    };
     loop {
         let stream = tokio::select! {
             () = &mut shutdown => break,
             stream = accept(&listener, &mut pause, &metrics.connections) => stream,
         };
-        match permits.clone().try_acquire_owned() {
-            Ok(permit) => {
-                let connection = Connection {
-                    router: router.clone(),
-                    limits,
-                    metrics: metrics.clone(),
-                    _permit: permit,
-                };
-                tokio::spawn(connection.serve(stream, stop_rx.clone()));
-            }
-            Err(_) => {
-                metrics.connections.refused.fetch_add(1, Ordering::Relaxed);
-                refuse(stream, &refusal);
-            }
-        }
+        admit(stream, stop_rx.clone(), Some(serving.clone()));
+    }
+    // Drain. Tell every connection to finish its request in flight.
+    draining.store(true, Ordering::Release);
+    drop(serving);
+    let _ = stop_tx.send(());
+    // Connections accepted from now on answer one request (503 but for
+    // `/metrics`) and close; their stop signal never comes.
+    let (_never, no_stop) = watch::channel(());
+    loop {
+        let stream = tokio::select! {
+            None = served.recv() => break,
+            stream = accept(&listener, &mut pause, &metrics.connections) => stream,
+        };
+        admit(stream, no_stop.clone(), None);
     }
     drop(listener);
-    drop(stop_rx);
-    // Tell every connection to finish, then wait until all permits are back.
-    let _ = stop_tx.send(());
+    // Wait until all permits are back: every connection has closed.
     let _all = permits.acquire_many(cap as u32).await;
     Ok(())
 }
@@ -231,6 +256,11 @@ struct Connection {
     router: Router,
     limits: HttpLimits,
     metrics: Arc<HttpMetrics>,
+    /// Serve more than one request (`false` for a connection accepted
+    /// while draining).
+    keep_alive: bool,
+    /// Held by a connection accepted before the drain, until it closes.
+    _serving: Option<mpsc::Sender<()>>,
     /// Returned to the cap when the connection ends.
     _permit: OwnedSemaphorePermit,
 }
@@ -267,7 +297,9 @@ impl Connection {
         });
         // No hyper timer: the watchdog below keeps the header and idle timeouts.
         let mut builder = http1::Builder::new();
-        builder.header_read_timeout(None);
+        builder
+            .header_read_timeout(None)
+            .keep_alive(self.keep_alive);
         let mut connection = pin!(builder.serve_connection(io, service));
         // A state change (a request begins or ends, bytes arrive) can only
         // move the deadline later or clear it, except the first byte after

@@ -1,0 +1,136 @@
+//! The node's handle on a running fragment: starts its supervisor, admits
+//! and routes operations, asks for health, quiesce and stop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorRef};
+use tokio::sync::oneshot;
+
+use super::error::{BacklogFull, FragmentShutdownError, SubmitError};
+use super::health::FragmentHealth;
+use super::pool::{Permit, Priority};
+use super::runtime::{FragmentConfig, FragmentShared};
+use super::state::{FragmentState, Mutation, WriteOutcome};
+use super::supervisor::{Child, FragmentSupervisor, SupervisorMsg};
+use super::worker::{Operation, Write};
+use crate::names::TableName;
+
+/// How long [`Fragment::submit_write`] waits for a restarting dispatcher.
+const DISPATCHER_RESTART_WAIT: Duration = Duration::from_secs(2);
+
+/// The node's handle on a running fragment.
+pub(crate) struct Fragment {
+    shared: Arc<FragmentShared>,
+    supervisor: ActorRef<SupervisorMsg>,
+}
+
+impl Fragment {
+    /// Start the supervisor (and through it every child) for `state`.
+    pub(crate) async fn start(
+        state: Arc<FragmentState>,
+        config: FragmentConfig,
+    ) -> Result<Self, ractor::SpawnErr> {
+        let shared = FragmentShared::new(state, config);
+        let (supervisor, _) = Actor::spawn(None, FragmentSupervisor, shared.clone()).await?;
+        Ok(Self { shared, supervisor })
+    }
+
+    /// The fragment's shared state (reads go straight to it).
+    pub(crate) fn state(&self) -> &Arc<FragmentState> {
+        &self.shared.state
+    }
+
+    /// Admit a write to the `High` pool and route it. The receiver yields
+    /// the outcome, or is closed if the worker died before answering (the
+    /// write may or may not have been applied).
+    pub(crate) async fn submit_write(
+        &self,
+        table: TableName,
+        key: Arc<str>,
+        mutation: Mutation,
+        route: u64,
+    ) -> Result<oneshot::Receiver<Result<WriteOutcome, BacklogFull>>, SubmitError> {
+        let permit = self.shared.admission.admit(Priority::High)?;
+        let (reply, outcome) = oneshot::channel();
+        let operation = Operation {
+            write: Write {
+                table,
+                key,
+                mutation,
+                reply,
+            },
+            route,
+            permit,
+        };
+        self.send(operation).await?;
+        Ok(outcome)
+    }
+
+    /// A slot in the `Background` pool for work that runs elsewhere (plugin
+    /// pages on the blocking pool); the slot is held until the permit drops.
+    pub(crate) fn admit_background(&self) -> Result<Permit, SubmitError> {
+        Ok(self.shared.admission.admit(Priority::Background)?)
+    }
+
+    async fn send(&self, mut operation: Operation) -> Result<(), SubmitError> {
+        let deadline = tokio::time::Instant::now() + DISPATCHER_RESTART_WAIT;
+        loop {
+            if let Some(dispatcher) = self.shared.dispatcher() {
+                match dispatcher.send_message(operation) {
+                    Ok(()) => return Ok(()),
+                    Err(ractor::MessagingErr::SendErr(returned)) => operation = returned,
+                    Err(_) => return Err(SubmitError::Stopped(self.shared.state.id())),
+                }
+            }
+            // No dispatcher: restarting after a crash, or stopped for good.
+            if self.supervisor.get_status() != ractor::ActorStatus::Running
+                || tokio::time::Instant::now() >= deadline
+            {
+                return Err(SubmitError::Stopped(self.shared.state.id()));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// Health of the fragment, or `None` if the supervisor does not answer.
+    pub(crate) async fn health(&self) -> Option<FragmentHealth> {
+        match self
+            .supervisor
+            .call(SupervisorMsg::Health, Some(Duration::from_secs(5)))
+            .await
+        {
+            Ok(CallResult::Success(health)) => Some(health),
+            _ => None,
+        }
+    }
+
+    /// Drain, expire and flush. Retryable after a storage failure.
+    pub(crate) async fn quiesce(&self) -> Result<(), FragmentShutdownError> {
+        let fragment = self.shared.state.id();
+        match self.supervisor.call(SupervisorMsg::Quiesce, None).await {
+            Ok(CallResult::Success(result)) => result,
+            _ => Err(FragmentShutdownError::Actor {
+                fragment,
+                child: "supervisor",
+                reason: "supervisor is not running".into(),
+            }),
+        }
+    }
+
+    /// Stop the supervisor and wait for its tree to end. Call after a
+    /// successful [`Self::quiesce`].
+    pub(crate) async fn stop(&self) {
+        let _ = self.supervisor.stop_and_wait(None, None).await;
+    }
+
+    /// Kill one child abruptly, as a crash would; the supervisor restarts it
+    /// with the same shared state. For tests and failure drills.
+    pub(crate) async fn kill_child(&self, child: Child) {
+        let _ = self
+            .supervisor
+            .call(|reply| SupervisorMsg::Kill(child, reply), None)
+            .await;
+    }
+}
