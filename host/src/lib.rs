@@ -27,7 +27,7 @@ pub mod names;
 pub(crate) mod native;
 pub mod node;
 pub mod plugin;
-pub mod record;
+pub(crate) mod record;
 pub mod store;
 pub mod write;
 

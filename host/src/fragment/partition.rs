@@ -120,17 +120,13 @@ impl Partition {
         self.records.len()
     }
 
-    /// No records at all.
-    pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
-    }
-
     /// Advances on every winning mutation.
     pub fn revision(&self) -> u64 {
         self.revision
     }
 
     /// Identifies this instance of the partition; new after every restart.
+    #[cfg(test)]
     pub fn incarnation(&self) -> u64 {
         self.incarnation
     }

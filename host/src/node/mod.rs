@@ -1,14 +1,14 @@
 //! The node: owns the store, the clock, the fragments and their router, the
 //! operation gate, and the boot and shutdown sequences.
 
-pub mod boot;
+pub(crate) mod boot;
 pub mod config;
-pub mod error;
+pub(crate) mod error;
 mod expiry;
-pub mod gate;
+pub(crate) mod gate;
 mod inner;
-pub mod router;
-pub mod table;
+pub(crate) mod router;
+pub(crate) mod table;
 
 pub use boot::BootStats;
 pub use inner::Node;

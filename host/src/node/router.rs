@@ -45,11 +45,6 @@ impl Router {
     pub fn fragment_of_hash(&self, hash: u64) -> FragmentId {
         (hash % u64::from(self.fragments)) as FragmentId
     }
-
-    /// Number of fragments.
-    pub fn fragments(&self) -> u32 {
-        self.fragments
-    }
 }
 
 #[cfg(test)]
