@@ -15,10 +15,8 @@ use crate::error::Error;
 use crate::fragment::state::{Mutation, WriteOutcome};
 use crate::names::{TableName, validate_key};
 use crate::node::router::key_hash;
+pub use crate::record::MAX_EXPIRES_AT_MS;
 use crate::record::Version;
-
-/// Latest deadline accepted: the last millisecond of year 9999.
-pub const MAX_EXPIRES_AT_MS: u64 = 253_402_300_799_999;
 
 /// When a write is acknowledged.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

@@ -5,6 +5,7 @@ mod committer;
 mod layout;
 mod memory;
 mod meta;
+pub(crate) mod outbox;
 mod rocks;
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ pub use committer::Committer;
 pub use layout::{decode_record_key, encode_record_key, fragment_prefix};
 pub use memory::MemoryStore;
 pub use meta::{DataDirMeta, FORMAT_VERSION, MetaError};
+pub use outbox::PendingEvent;
 pub use rocks::RocksStore;
 
 use crate::names::TableName;
