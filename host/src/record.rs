@@ -8,6 +8,9 @@ use bytes::Bytes;
 use ebb_proto::Message;
 use ebb_proto::record::v1 as pb;
 
+/// Latest deadline a record may have: the last millisecond of year 9999.
+pub const MAX_EXPIRES_AT_MS: u64 = 253_402_300_799_999;
+
 /// A record's version: `(hlc_ms, counter, writer)` from the node's hybrid
 /// logical clock. Versions from one clock are strictly increasing.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -25,8 +25,7 @@ pub enum InvalidTtl {
     },
 }
 
-/// Latest deadline accepted: the last millisecond of year 9999.
-pub const MAX_EXPIRES_AT_MS: u64 = 253_402_300_799_999;
+pub use crate::record::MAX_EXPIRES_AT_MS;
 
 /// When a write is acknowledged.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

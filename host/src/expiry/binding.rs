@@ -8,13 +8,13 @@ use crate::names::TableName;
 use crate::store::{Family, FamilyWrite, KvStore, StoreError};
 
 /// Default events per handler call.
-pub const DEFAULT_MAX_BATCH: u32 = 256;
+pub(crate) const DEFAULT_MAX_BATCH: u32 = 256;
 /// Largest `max_batch` accepted.
-pub const MAX_MAX_BATCH: u32 = 4096;
+pub(crate) const MAX_MAX_BATCH: u32 = 4096;
 /// Default deliveries of one event before it moves to dead letters.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 10;
 /// Largest `max_attempts` accepted.
-pub const MAX_MAX_ATTEMPTS: u32 = 1000;
+pub(crate) const MAX_MAX_ATTEMPTS: u32 = 1000;
 
 const KEY_PREFIX: &str = "expiry-binding/";
 
@@ -50,7 +50,7 @@ pub struct BindRequest {
 impl BindRequest {
     /// Check the limits and fill in defaults (the plugin is checked by the
     /// caller, who holds the registry).
-    pub fn resolve(self, now_ms: u64) -> Result<Binding, ExpiryError> {
+    pub(crate) fn resolve(self, now_ms: u64) -> Result<Binding, ExpiryError> {
         let max_batch = self.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
         if !(1..=MAX_MAX_BATCH).contains(&max_batch) {
             return Err(ExpiryError::Invalid(format!(
@@ -83,7 +83,7 @@ fn key(table: &TableName) -> Vec<u8> {
 }
 
 /// Every stored binding. Blocking.
-pub fn load(store: &dyn KvStore) -> Result<Vec<(TableName, Binding)>, StoreError> {
+pub(crate) fn load(store: &dyn KvStore) -> Result<Vec<(TableName, Binding)>, StoreError> {
     let mut out = Vec::new();
     store.scan_family(Family::Meta, KEY_PREFIX.as_bytes(), &mut |key, value| {
         let corrupt = |reason: String| StoreError::Corrupt {
@@ -101,13 +101,17 @@ pub fn load(store: &dyn KvStore) -> Result<Vec<(TableName, Binding)>, StoreError
 }
 
 /// Store `binding` for `table` (fsynced). Blocking.
-pub fn save(store: &dyn KvStore, table: &TableName, binding: &Binding) -> Result<(), StoreError> {
+pub(crate) fn save(
+    store: &dyn KvStore,
+    table: &TableName,
+    binding: &Binding,
+) -> Result<(), StoreError> {
     let value = serde_json::to_vec(binding).expect("plain struct serializes");
     store.write_entries(&[FamilyWrite::Put(Family::Meta, key(table), value)], true)
 }
 
 /// Remove the binding of `table` (fsynced). Blocking.
-pub fn remove(store: &dyn KvStore, table: &TableName) -> Result<(), StoreError> {
+pub(crate) fn remove(store: &dyn KvStore, table: &TableName) -> Result<(), StoreError> {
     store.write_entries(&[FamilyWrite::Delete(Family::Meta, key(table))], true)
 }
 

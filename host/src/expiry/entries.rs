@@ -4,13 +4,13 @@
 
 use std::collections::HashMap;
 
-use super::event::{self, PendingEvent, dead_letter_key, dead_letter_prefix, outbox_seq};
 use super::outbox::Outbox;
 use crate::names::TableName;
-use crate::store::{Family, FamilyWrite, KvStore, StoreError};
+use crate::store::outbox::{dead_letter_key, dead_letter_prefix, outbox_key, outbox_seq};
+use crate::store::{Family, FamilyWrite, KvStore, PendingEvent, StoreError};
 
 /// Every event in the outbox, in key order, and the highest sequence seen.
-pub fn load_outbox(store: &dyn KvStore) -> Result<(Vec<PendingEvent>, u64), StoreError> {
+pub(crate) fn load_outbox(store: &dyn KvStore) -> Result<(Vec<PendingEvent>, u64), StoreError> {
     let mut events = Vec::new();
     let mut highest = 0;
     store.scan_family(Family::ExpiryOutbox, &[], &mut |key, value| {
@@ -22,7 +22,9 @@ pub fn load_outbox(store: &dyn KvStore) -> Result<(Vec<PendingEvent>, u64), Stor
 }
 
 /// Dead letters per table.
-pub fn count_dead_letters(store: &dyn KvStore) -> Result<HashMap<TableName, u64>, StoreError> {
+pub(crate) fn count_dead_letters(
+    store: &dyn KvStore,
+) -> Result<HashMap<TableName, u64>, StoreError> {
     let mut counts: HashMap<TableName, u64> = HashMap::new();
     store.scan_family(Family::DeadLetters, &[], &mut |key, value| {
         let event = PendingEvent::decode(key, value)?;
@@ -42,7 +44,7 @@ pub struct DeadLetterPage {
 }
 
 /// Up to `limit` dead letters of `table` with ids after `after`.
-pub fn list_dead_letters(
+pub(crate) fn list_dead_letters(
     store: &dyn KvStore,
     table: &TableName,
     after: Option<&[u8]>,
@@ -76,14 +78,14 @@ pub fn list_dead_letters(
 }
 
 /// Most dead letters one redrive moves (one write batch).
-pub const MAX_REDRIVE: usize = 10_000;
+pub(crate) const MAX_REDRIVE: usize = 10_000;
 
 /// Move dead letters of `table` back into the outbox, as fresh events
 /// (attempt 0) under new sequence numbers: those in `ids`, or else the
 /// first [`MAX_REDRIVE`] by id. One atomic write, so a crash leaves each
 /// event in exactly one place. Returns the events now in the outbox (to
 /// hand to the dispatcher) and whether more dead letters remain unmoved.
-pub fn redrive(
+pub(crate) fn redrive(
     store: &dyn KvStore,
     outbox: &Outbox,
     table: &TableName,
@@ -113,7 +115,7 @@ pub fn redrive(
     let mut revived = Vec::with_capacity(dead.len());
     for mut event in dead {
         writes.push(FamilyWrite::Delete(Family::DeadLetters, event.key.clone()));
-        event.key = event::outbox_key(event.stored.fragment, outbox.next_seq());
+        event.key = outbox_key(event.stored.fragment, outbox.next_seq());
         event.event_mut().attempt = 0;
         event.stored.dead_at_ms = 0;
         writes.push(FamilyWrite::Put(
@@ -130,7 +132,10 @@ pub fn redrive(
 }
 
 /// Delete `events` from the outbox (fsynced).
-pub fn delete_from_outbox(store: &dyn KvStore, events: &[PendingEvent]) -> Result<(), StoreError> {
+pub(crate) fn delete_from_outbox(
+    store: &dyn KvStore,
+    events: &[PendingEvent],
+) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
     }
@@ -185,7 +190,7 @@ mod tests {
 
         let first = list_dead_letters(&store, &table, None, 3).unwrap();
         assert_eq!(first.events.len(), 3);
-        let after = event::parse_hex_id(first.next.as_deref().unwrap()).unwrap();
+        let after = super::super::event::parse_hex_id(first.next.as_deref().unwrap()).unwrap();
         let second = list_dead_letters(&store, &table, Some(&after), 3).unwrap();
         assert_eq!((second.events.len(), second.next), (2, None));
 

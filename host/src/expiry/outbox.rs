@@ -10,15 +10,14 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 
 use super::binding::Binding;
-use super::dispatcher::Command;
-use super::event::PendingEvent;
+use super::command::Command;
 use crate::metrics::Histogram;
 use crate::names::TableName;
 use crate::record::Record;
-use crate::store::FragmentId;
+use crate::store::{FragmentId, PendingEvent};
 
 /// Bucket bounds of the handler lag histogram, in seconds.
-pub const LAG_BUCKETS: [f64; 17] = [
+const LAG_BUCKETS: [f64; 17] = [
     0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0,
     3600.0,
 ];
@@ -65,15 +64,16 @@ impl Default for TableStats {
 
 impl TableStats {
     /// Record one successful handling `lag_ms` after the deadline.
-    pub fn record_lag(&self, lag_ms: u64) {
+    pub(crate) fn record_lag(&self, lag_ms: u64) {
         self.lag.observe(std::time::Duration::from_millis(lag_ms));
         self.max_lag_ms.fetch_max(lag_ms, Ordering::Relaxed);
     }
 }
 
 /// Shared expiry state. Fragments ask it whether a table is bound and for
-/// new events; their write buffers hand it the events once durable.
-pub struct Outbox {
+/// new events; their write buffers hand it the events once durable (the
+/// node wires it into them as their [`crate::fragment::flush::ExpiryOutbox`]).
+pub(crate) struct Outbox {
     bindings: RwLock<HashMap<TableName, Binding>>,
     next_seq: AtomicU64,
     commands: mpsc::UnboundedSender<Command>,
@@ -96,22 +96,22 @@ impl Default for Outbox {
 
 impl Outbox {
     /// No bindings, sequence starting at 1.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Whether `table` has a handler (its expiries produce events).
-    pub fn is_bound(&self, table: &TableName) -> bool {
+    pub(crate) fn is_bound(&self, table: &TableName) -> bool {
         self.bindings.read().contains_key(table)
     }
 
     /// The binding of `table`.
-    pub fn binding(&self, table: &TableName) -> Option<Binding> {
+    pub(crate) fn binding(&self, table: &TableName) -> Option<Binding> {
         self.bindings.read().get(table).cloned()
     }
 
     /// Every binding.
-    pub fn bindings(&self) -> Vec<(TableName, Binding)> {
+    pub(crate) fn bindings(&self) -> Vec<(TableName, Binding)> {
         let mut all: Vec<_> = self
             .bindings
             .read()
@@ -142,7 +142,7 @@ impl Outbox {
 
     /// A new event for the expiry of `record` (the live record being
     /// converted) at `key` of `table` in `fragment`.
-    pub fn event(
+    pub(crate) fn event(
         &self,
         fragment: FragmentId,
         table: &TableName,
@@ -163,7 +163,7 @@ impl Outbox {
     /// Hand events that are now durable in the outbox to the dispatcher.
     /// Before the dispatcher starts they wait in the channel; after it
     /// stopped they stay in the store for the next boot.
-    pub fn deliver(&self, events: Vec<PendingEvent>) {
+    pub(crate) fn deliver(&self, events: Vec<PendingEvent>) {
         if !events.is_empty() {
             let _ = self.commands.send(Command::Events(events));
         }
@@ -178,7 +178,7 @@ impl Outbox {
     }
 
     /// Statistics of `table`, created on first use.
-    pub fn stats(&self, table: &TableName) -> Arc<TableStats> {
+    pub(crate) fn stats(&self, table: &TableName) -> Arc<TableStats> {
         if let Some(stats) = self.stats.read().get(table) {
             return stats.clone();
         }
@@ -186,12 +186,12 @@ impl Outbox {
     }
 
     /// Statistics of `table`, if it has any.
-    pub fn existing_stats(&self, table: &TableName) -> Option<Arc<TableStats>> {
+    pub(crate) fn existing_stats(&self, table: &TableName) -> Option<Arc<TableStats>> {
         self.stats.read().get(table).cloned()
     }
 
     /// Statistics of every table that has any, by name.
-    pub fn all_stats(&self) -> Vec<(TableName, Arc<TableStats>)> {
+    pub(crate) fn all_stats(&self) -> Vec<(TableName, Arc<TableStats>)> {
         let mut all: Vec<_> = self
             .stats
             .read()

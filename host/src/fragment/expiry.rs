@@ -105,7 +105,7 @@ mod tests {
                 committer,
                 100_000,
                 1 << 30,
-                Arc::new(crate::expiry::Outbox::new()),
+                Arc::new(crate::expiry::outbox::Outbox::new()),
             )),
             Arc::new(HybridClock::new(Arc::from("n"), 0, 0)),
         )

@@ -8,13 +8,36 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::error::BacklogFull;
-use crate::expiry::{Outbox, PendingEvent};
 use crate::metrics::Histogram;
 use crate::names::TableName;
 use crate::record::Record;
-use crate::store::{Committer, FragmentId, StoreBatch, StoreError, StoredRecord};
+use crate::store::{Committer, FragmentId, PendingEvent, StoreBatch, StoreError, StoredRecord};
 
 type BufferKey = (TableName, Arc<str>);
+
+/// The node's expiry outbox as the write path sees it: which tables'
+/// expiries produce events, the event of one expiry, and where events go
+/// once they are durable. The expiry machinery implements it (the node
+/// wires it in), so fragments do not depend on expiry.
+pub trait ExpiryOutbox: Send + Sync {
+    /// Whether expiries in `table` produce events (the table is bound).
+    fn is_bound(&self, table: &TableName) -> bool;
+
+    /// A new event for the expiry of `record` (the live record being
+    /// converted) at `key` of `table` in `fragment`, under the next outbox
+    /// sequence number.
+    fn event(
+        &self,
+        fragment: FragmentId,
+        table: &TableName,
+        key: &str,
+        record: &Record,
+        observed_at_ms: u64,
+    ) -> PendingEvent;
+
+    /// `events` are now durable in the store: hand them to delivery.
+    fn deliver(&self, events: Vec<PendingEvent>);
+}
 
 #[derive(Default)]
 struct Buffer {
@@ -90,7 +113,7 @@ pub struct FlushStats {
 pub(crate) struct Persistence {
     fragment: FragmentId,
     committer: Arc<Committer>,
-    outbox: Arc<Outbox>,
+    outbox: Arc<dyn ExpiryOutbox>,
     buffer: parking_lot::Mutex<Buffer>,
     /// One flush at a time: keeps batches in order.
     ordering: tokio::sync::Mutex<()>,
@@ -114,7 +137,7 @@ impl Persistence {
         committer: Arc<Committer>,
         flush_records: usize,
         limit_bytes: usize,
-        outbox: Arc<Outbox>,
+        outbox: Arc<dyn ExpiryOutbox>,
     ) -> Self {
         Self {
             fragment,
@@ -173,7 +196,7 @@ impl Persistence {
     }
 
     /// The node's expiry outbox.
-    pub fn outbox(&self) -> &Arc<Outbox> {
+    pub fn outbox(&self) -> &Arc<dyn ExpiryOutbox> {
         &self.outbox
     }
 
@@ -322,6 +345,31 @@ mod tests {
     use crate::store::{KvStore, MemoryStore};
     use bytes::Bytes;
 
+    /// An outbox that binds nothing and records what is delivered.
+    #[derive(Default)]
+    struct Recorded(parking_lot::Mutex<Vec<PendingEvent>>);
+
+    impl ExpiryOutbox for Recorded {
+        fn is_bound(&self, _: &TableName) -> bool {
+            false
+        }
+
+        fn event(
+            &self,
+            fragment: FragmentId,
+            table: &TableName,
+            key: &str,
+            record: &Record,
+            observed_at_ms: u64,
+        ) -> PendingEvent {
+            PendingEvent::new(fragment, 1, table, key, record, observed_at_ms)
+        }
+
+        fn deliver(&self, events: Vec<PendingEvent>) {
+            self.0.lock().extend(events);
+        }
+    }
+
     fn record(at: u64, value: &str) -> Record {
         Record::live(
             Version {
@@ -344,7 +392,7 @@ mod tests {
                 committer,
                 1000,
                 limit,
-                Arc::new(Outbox::new()),
+                Arc::new(Recorded::default()),
             )),
         )
     }
@@ -445,9 +493,14 @@ mod tests {
     async fn an_expiry_tombstone_and_its_event_are_written_together_then_delivered() {
         let store = Arc::new(MemoryStore::new());
         let committer = Arc::new(Committer::start(store.clone()).unwrap());
-        let outbox = Arc::new(Outbox::new());
-        let mut delivered = outbox.take_receiver().unwrap();
-        let persistence = Arc::new(Persistence::new(0, committer, 1000, 1 << 20, outbox));
+        let outbox = Arc::new(Recorded::default());
+        let persistence = Arc::new(Persistence::new(
+            0,
+            committer,
+            1000,
+            1 << 20,
+            outbox.clone(),
+        ));
         let table = TableName::new("t").unwrap();
         let key: Arc<str> = Arc::from("k");
         let live = Record::live(record(1, "v").version, Bytes::from("v"), Some(5));
@@ -466,19 +519,15 @@ mod tests {
         store.set_failing(true);
         assert!(persistence.flush().await.is_err());
         assert_eq!((store.record_count(), outbox_entries(&store)), (0, 0));
-        assert!(
-            delivered.try_recv().is_err(),
-            "not delivered before durable"
-        );
+        assert!(outbox.0.lock().is_empty(), "not delivered before durable");
         store.set_failing(false);
         persistence.flush().await.unwrap();
         assert_eq!((store.record_count(), outbox_entries(&store)), (1, 1));
-        match delivered.try_recv() {
-            Ok(crate::expiry::dispatcher::Command::Events(events)) => {
-                assert_eq!(events.len(), 1)
-            }
-            _ => panic!("the durable event goes to the dispatcher"),
-        }
+        assert_eq!(
+            outbox.0.lock().len(),
+            1,
+            "the durable event goes to the dispatcher"
+        );
         assert!(!persistence.has_backlog());
     }
 }

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::expiry::{Outbox, PendingEvent};
+use crate::expiry::outbox::Outbox;
 use crate::fragment::partition::Partition;
 use crate::names::TableName;
-use crate::store::{FragmentId, KvStore, StoreBatch, StoreError, StoredRecord};
+use crate::store::{FragmentId, KvStore, PendingEvent, StoreBatch, StoreError, StoredRecord};
 
 /// What boot found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub struct LoadedFragment {
 /// whose deadline passed before `now_ms`, so the node never serves a value
 /// that a crash could bring back. Tables bound in `outbox` get their events
 /// in the same write. Blocking: run on a blocking thread.
-pub fn load_fragment(
+pub(crate) fn load_fragment(
     store: &dyn KvStore,
     fragment: FragmentId,
     now_ms: u64,

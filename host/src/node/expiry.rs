@@ -1,23 +1,32 @@
 //! The node's expiry-handler API: binding tables to handlers, status, dead
 //! letters and redrive, the dispatcher's start and stop, and the plugin
-//! operations that must respect bindings.
+//! operations that must respect bindings. Also where the node plugs into
+//! expiry: the outbox as the fragments' [`ExpiryOutbox`], and the node's
+//! write path as the dispatcher's [`ActionWriter`].
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use ebb_proto::plugin::v1 as abi;
+use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::Node;
+use super::error::Error;
+use super::{Node, NodeInner};
 use crate::clock::now_ms;
-use crate::expiry::dispatcher::{self, Command, Context, QueueStatus};
+use crate::expiry::actions::{Action, ActionError, ActionWriter};
+use crate::expiry::command::{Command, QueueStatus};
+use crate::expiry::deliver::{Context, PluginHandlers};
 use crate::expiry::entries::{self, DeadLetterPage};
-use crate::expiry::event::{PendingEvent, parse_hex_id};
-use crate::expiry::{BindRequest, Binding, ExpiryError, Outbox, binding};
+use crate::expiry::event::parse_hex_id;
+use crate::expiry::outbox::Outbox;
+use crate::expiry::{BindRequest, Binding, ExpiryError, binding, scheduler};
+use crate::fragment::flush::ExpiryOutbox;
 use crate::names::TableName;
-use crate::plugin::{Installed, PluginError, PluginVersion};
-use crate::store::{KvStore, StoreError};
+use crate::plugin::{Installed, NotAHandler, PluginError};
+use crate::record::Record;
+use crate::store::{FragmentId, KvStore, PendingEvent, StoreError};
+use crate::write::{BatchOp, Durability, Expiry};
 
 /// How long shutdown waits for handler calls in flight.
 const DISPATCHER_STOP_WAIT: Duration = Duration::from_secs(30);
@@ -86,13 +95,15 @@ impl Node {
         let ctx = Arc::new(Context {
             outbox: self.inner.outbox.clone(),
             store,
-            plugins: self.inner.plugins.clone(),
-            node: Arc::downgrade(&self.inner),
+            handlers: Arc::new(PluginHandlers {
+                plugins: self.inner.plugins.clone(),
+                deadline: self.inner.config.plugins.expiry_deadline,
+            }),
+            actions: Arc::new(NodeActions(Arc::downgrade(&self.inner))),
             config: self.inner.config.expiry,
-            deadline: self.inner.config.plugins.expiry_deadline,
             max_value_bytes: self.inner.config.max_value_bytes,
         });
-        let task = tokio::spawn(dispatcher::run(ctx, commands, loaded));
+        let task = tokio::spawn(scheduler::run(ctx, commands, loaded));
         *self.inner.dispatcher.lock() = Some(task);
     }
 
@@ -144,7 +155,12 @@ impl Node {
                     binding.plugin, binding.plugin
                 ))
             })?;
-            check_handler(&plugin, &binding.function)?;
+            plugin
+                .expiry_handler(&binding.function)
+                .map_err(|error| match error {
+                    NotAHandler::Missing { .. } => ExpiryError::NotFound(error.to_string()),
+                    NotAHandler::WrongKind { .. } => ExpiryError::Invalid(error.to_string()),
+                })?;
             let binding = Binding {
                 function: plugin
                     .function(&binding.function)
@@ -374,10 +390,9 @@ impl Node {
             .plugins
             .install_checked(&*store, name, bytes, &|manifest| {
                 for (table, binding) in &bound {
-                    let declared = manifest.functions.iter().any(|f| {
-                        f.name.eq_ignore_ascii_case(&binding.function)
-                            && f.kind == abi::FunctionKind::ExpiryHandler as i32
-                    });
+                    let declared =
+                        crate::plugin::kind::expiry_handler(manifest, name, &binding.function)
+                            .is_ok();
                     if !declared {
                         return Err(PluginError::InUse(format!(
                             "table {table} is bound to {name}.{}, which this module does not declare as an expiry handler; unbind the table first",
@@ -416,18 +431,67 @@ fn shutting_down() -> PluginError {
     PluginError::Store(StoreError::Closed)
 }
 
-fn check_handler(plugin: &PluginVersion, function: &str) -> Result<(), ExpiryError> {
-    match plugin.function(function) {
-        None => Err(ExpiryError::NotFound(format!(
-            "plugin {} has no function {function}",
-            plugin.name
-        ))),
-        Some(decl) if decl.kind != abi::FunctionKind::ExpiryHandler as i32 => {
-            Err(ExpiryError::Invalid(format!(
-                "{}.{function} is not an expiry handler; only a function declared with kind EXPIRY_HANDLER can be bound",
-                plugin.name
-            )))
-        }
-        Some(_) => Ok(()),
+impl ExpiryOutbox for Outbox {
+    fn is_bound(&self, table: &TableName) -> bool {
+        Outbox::is_bound(self, table)
+    }
+
+    fn event(
+        &self,
+        fragment: FragmentId,
+        table: &TableName,
+        key: &str,
+        record: &Record,
+        observed_at_ms: u64,
+    ) -> PendingEvent {
+        Outbox::event(self, fragment, table, key, record, observed_at_ms)
+    }
+
+    fn deliver(&self, events: Vec<PendingEvent>) {
+        Outbox::deliver(self, events)
+    }
+}
+
+/// The node's write path as the dispatcher writes handler actions: a batch
+/// per table with `wal` durability. Holds the node weakly: the node owns
+/// the dispatcher, and a node shutting down refuses the actions (not
+/// charged to the events).
+struct NodeActions(Weak<NodeInner>);
+
+impl ActionWriter for NodeActions {
+    fn write(
+        &self,
+        table: TableName,
+        actions: Vec<Action>,
+    ) -> BoxFuture<'static, Result<(), ActionError>> {
+        let inner = self.0.upgrade();
+        Box::pin(async move {
+            let inner = inner
+                .ok_or_else(|| ActionError::Unavailable("the node is shutting down".into()))?;
+            let ops = actions
+                .into_iter()
+                .map(|action| match action {
+                    Action::Put { key, value, ttl_ms } => BatchOp::Put {
+                        key,
+                        value,
+                        expiry: match ttl_ms {
+                            0 => Expiry::Never,
+                            ms => Expiry::After(Duration::from_millis(ms)),
+                        },
+                    },
+                    Action::Delete { key } => BatchOp::Delete { key },
+                })
+                .collect();
+            let handle = Node { inner }.table_handle(table);
+            for outcome in handle.batch(ops, Durability::Wal).await {
+                outcome.map_err(|error| match error {
+                    Error::InvalidName(_) | Error::ValueTooLarge { .. } | Error::InvalidTtl(_) => {
+                        ActionError::Rejected(error.to_string())
+                    }
+                    _ => ActionError::Unavailable(error.to_string()),
+                })?;
+            }
+            Ok(())
+        })
     }
 }

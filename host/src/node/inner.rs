@@ -10,7 +10,7 @@ use super::config::NodeConfig;
 use super::gate::OperationGate;
 use super::router::Router;
 use crate::clock::HybridClock;
-use crate::expiry::Outbox;
+use crate::expiry::outbox::Outbox;
 use crate::fragment::Fragment;
 use crate::plugin::PluginRegistry;
 use crate::store::{Committer, DataDirMeta, KvStore};

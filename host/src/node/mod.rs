@@ -20,7 +20,7 @@ use tokio::sync::Mutex;
 
 use crate::clock::{HybridClock, now_ms};
 use crate::exec::{ExecContext, QueryError, QueryOutput, QueryRequest, QueryStats};
-use crate::expiry::Outbox;
+use crate::expiry::outbox::Outbox;
 use crate::fragment::flush::Persistence;
 use crate::fragment::runtime::FragmentConfig;
 use crate::fragment::state::FragmentState;

@@ -5,11 +5,13 @@ pub mod encode;
 pub mod error;
 #[cfg(test)]
 pub(crate) mod fuzz;
+pub mod kind;
 pub mod registry;
 pub mod runtime;
 pub mod sql;
 pub mod threads;
 
 pub use error::{ArtifactRejected, CallCause, PluginCallError, PluginError, PluginInvalid};
+pub use kind::{NotAHandler, is_expiry_handler};
 pub use registry::{Installed, PluginRegistry, PluginVersion, VersionInfo};
 pub use runtime::{Artifact, PluginLimits, PluginRuntime, pool_capacity};

@@ -15,6 +15,7 @@ use wasmtime::Module;
 
 use super::error::ArtifactRejected;
 use super::error::{CallCause, PluginCallError, PluginError, PluginInvalid};
+use super::kind::NotAHandler;
 use super::runtime::{Artifact, PluginInstance, PluginRuntime};
 use crate::clock::now_ms;
 use crate::store::{Family, KvStore};
@@ -126,6 +127,11 @@ impl PluginVersion {
             .functions
             .iter()
             .find(|f| f.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The declared expiry handler called `function` (case-insensitive).
+    pub fn expiry_handler(&self, function: &str) -> Result<&abi::FunctionDecl, NotAHandler> {
+        super::kind::expiry_handler(&self.manifest, &self.name, function)
     }
 
     /// Call `function` with `call` under `deadline`. Blocking: run it on a

@@ -2,10 +2,11 @@
 //! driven by a ticker thread), module validation, and instances that call
 //! ABI v1 functions under a deadline and a memory cap.
 //!
-//! Calls are synchronous and may run for up to their deadline: callers run
-//! them on blocking threads, never on a tokio worker; query work that
-//! calls plugins runs on the runtime's own threads
-//! ([`PluginRuntime::run_blocking`]).
+//! Calls are synchronous and may run for up to their deadline, so they run
+//! on the runtime's own threads, never on a tokio worker: query work that
+//! calls plugins through [`PluginRuntime::run_blocking`], expiry-handler
+//! calls through [`PluginRuntime::run_expiry`], each within its share of
+//! the threads (see [`super::threads`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +23,7 @@ use wasmtime::{
 };
 
 use super::error::{ArtifactRejected, CallCause, PluginInvalid};
-use super::threads::{PluginThreads, WorkFailed};
+use super::threads::{PluginThreads, WorkClass, WorkFailed};
 
 /// The epoch ticks this often; deadlines are whole ticks.
 const TICK: Duration = Duration::from_millis(2);
@@ -47,8 +48,9 @@ pub struct PluginLimits {
     pub max_response_bytes: usize,
     /// Idle instances kept per plugin version. Default 4.
     pub idle_instances: usize,
-    /// Query work that calls plugins (pages, merges, finishes) runs on at
-    /// most this many threads at once; more waits its turn. Default: the
+    /// Plugin code (query pages, merges and finishes; expiry-handler
+    /// calls) runs on at most this many threads at once; more waits its
+    /// turn. Expiry calls use at most all but one of them. Default: the
     /// machine's cores. More threads than cores only time-share them: a
     /// page then runs slower, on colder caches and more instances.
     pub threads: usize,
@@ -145,7 +147,7 @@ pub struct PluginRuntime {
     /// Expiry-handler calls that may run at once (part of the pool size).
     expiry_calls: usize,
     stop: Arc<AtomicBool>,
-    /// Where query work that calls plugins runs.
+    /// Where plugin code runs: query work and expiry-handler calls.
     threads: PluginThreads,
 }
 
@@ -274,6 +276,18 @@ impl PluginRuntime {
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, WorkFailed> {
         self.threads.run(work).await
+    }
+
+    /// Run `work`, an expiry-handler call, on the plugin threads within
+    /// expiry's share of them (it never takes the last thread from queries,
+    /// and queued query work does not hold it back). `Err` when `work`
+    /// panicked or the threads stopped: a failure of the host, not of the
+    /// handler.
+    pub async fn run_expiry<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, WorkFailed> {
+        self.threads.run_as(WorkClass::Expiry, work).await
     }
 
     /// The limits.

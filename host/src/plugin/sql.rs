@@ -299,7 +299,7 @@ impl HostFunctions {
                 names.join(", ")
             )
         })?;
-        if decl.kind == abi::FunctionKind::ExpiryHandler as i32 {
+        if super::kind::is_expiry_handler(&decl) {
             return Err(format!(
                 "{plugin}.{name} is an expiry handler and cannot be called in SQL"
             ));

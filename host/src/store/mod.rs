@@ -5,6 +5,7 @@ mod committer;
 mod layout;
 mod memory;
 mod meta;
+pub(crate) mod outbox;
 mod rocks;
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ pub(crate) use committer::Committer;
 pub use memory::MemoryStore;
 pub(crate) use meta::DataDirMeta;
 pub use meta::MetaError;
+pub use outbox::PendingEvent;
 pub use rocks::RocksStore;
 
 use crate::names::TableName;

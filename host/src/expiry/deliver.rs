@@ -1,0 +1,186 @@
+//! Delivering one batch: call the bound handler (on the plugin threads,
+//! within expiry's share), validate its answer, write its actions, then
+//! settle the events and report back to the scheduler.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ebb_proto::plugin::v1 as abi;
+use futures::future::BoxFuture;
+
+use super::ExpiryConfig;
+use super::actions::{ActionWriter, apply, handler_outcome};
+use super::binding::Binding;
+use super::command::{Command, Finished};
+use super::error::{Failure, HandlerFailed, HostFailed};
+use super::outbox::Outbox;
+use super::queue::Slot;
+use super::settle::{Delivered, retry_after_host_failure, settle};
+use crate::names::TableName;
+use crate::plugin::{CallCause, PluginRegistry};
+use crate::store::{FragmentId, KvStore};
+
+/// How a batch reaches its handler.
+pub(crate) trait Handlers: Send + Sync + 'static {
+    /// Call `binding`'s handler with `events` and return its answer. A
+    /// [`Failure::Host`] costs the events nothing.
+    fn call(
+        &self,
+        binding: &Binding,
+        events: Vec<abi::ExpiryEvent>,
+    ) -> BoxFuture<'static, Result<abi::CallResponse, Failure>>;
+}
+
+/// The handlers of the installed plugins, called on the plugin threads
+/// (within expiry's share of them) under the handler deadline.
+pub(crate) struct PluginHandlers {
+    /// The installed plugins.
+    pub plugins: Arc<PluginRegistry>,
+    /// Deadline of one call.
+    pub deadline: Duration,
+}
+
+impl Handlers for PluginHandlers {
+    fn call(
+        &self,
+        binding: &Binding,
+        events: Vec<abi::ExpiryEvent>,
+    ) -> BoxFuture<'static, Result<abi::CallResponse, Failure>> {
+        let plugin = self.plugins.get(&binding.plugin);
+        let runtime = self.plugins.runtime().clone();
+        let binding = binding.clone();
+        let deadline = self.deadline;
+        Box::pin(async move {
+            let plugin = plugin.ok_or_else(|| HandlerFailed::NotInstalled {
+                plugin: binding.plugin.clone(),
+            })?;
+            if plugin.expiry_handler(&binding.function).is_err() {
+                return Err(HandlerFailed::NotAHandler {
+                    plugin: binding.plugin,
+                    version: plugin.info.version,
+                    function: binding.function,
+                }
+                .into());
+            }
+            let call = abi::call_request::Call::Expiry(abi::ExpiryBatch { events });
+            let function = binding.function;
+            runtime
+                .run_expiry(move || plugin.call(&function, call, deadline))
+                .await
+                .map_err(HostFailed::Work)?
+                .map_err(|error| match error.cause {
+                    CallCause::NoInstance(_) => HostFailed::NoInstance(error).into(),
+                    _ => HandlerFailed::Call(error).into(),
+                })
+        })
+    }
+}
+
+/// What a batch needs from the node.
+pub(crate) struct Context {
+    /// Bindings, statistics, the command channel.
+    pub outbox: Arc<Outbox>,
+    /// Where events are settled.
+    pub store: Arc<dyn KvStore>,
+    /// The handlers.
+    pub handlers: Arc<dyn Handlers>,
+    /// Where actions are written.
+    pub actions: Arc<dyn ActionWriter>,
+    /// Pacing.
+    pub config: ExpiryConfig,
+    /// Largest value an action may put.
+    pub max_value_bytes: usize,
+}
+
+/// Deliver one batch of `table`'s partition in `fragment` and settle its
+/// events; always reports back with [`Command::Finished`].
+pub(crate) async fn deliver(
+    ctx: Arc<Context>,
+    table: TableName,
+    fragment: FragmentId,
+    binding: Binding,
+    slots: Vec<Slot>,
+) {
+    let events = slots.len();
+    let stats = ctx.outbox.stats(&table);
+    stats.calls.fetch_add(1, Ordering::Relaxed);
+    stats.attempts.fetch_add(events as u64, Ordering::Relaxed);
+    let mut delivered = Delivered {
+        handled: Vec::new(),
+        failed: Vec::new(),
+        whole_failure: false,
+        batch_len: events,
+    };
+    match call_and_apply(&ctx, &binding, &slots).await {
+        Ok(retry) => {
+            for (index, slot) in slots.into_iter().enumerate() {
+                if retry.contains(&(index as u32)) {
+                    delivered.failed.push(slot);
+                } else {
+                    delivered.handled.push(slot);
+                }
+            }
+        }
+        Err(Failure::Handler(error)) => {
+            let error = error.to_string();
+            tracing::warn!(%table, fragment, events, %error, "expiry handler call failed; retrying");
+            stats.failed_calls.fetch_add(1, Ordering::Relaxed);
+            *stats.last_error.lock() = Some(error.clone());
+            delivered.whole_failure = true;
+            for mut slot in slots {
+                slot.event.stored.last_error = error.clone();
+                delivered.failed.push(slot);
+            }
+        }
+        Err(Failure::Host(error)) => {
+            tracing::warn!(%table, fragment, events, %error, "expiry batch not delivered on the host's side; retrying without charging an attempt");
+            *stats.last_error.lock() = Some(error.to_string());
+            let retry = retry_after_host_failure(&ctx.config, slots);
+            ctx.outbox.send(Command::Finished(Finished {
+                table,
+                fragment,
+                retry,
+                events,
+            }));
+            return;
+        }
+    }
+    let retry = settle(&ctx.store, &ctx.config, &stats, &table, &binding, delivered).await;
+    ctx.outbox.send(Command::Finished(Finished {
+        table,
+        fragment,
+        retry,
+        events,
+    }));
+}
+
+/// Call the handler and apply the actions it returned. `Ok` holds the
+/// indexes of events the handler asked to retry.
+async fn call_and_apply(
+    ctx: &Context,
+    binding: &Binding,
+    slots: &[Slot],
+) -> Result<Vec<u32>, Failure> {
+    let events: Vec<abi::ExpiryEvent> = slots
+        .iter()
+        .map(|slot| {
+            let mut event = slot.event.event().clone();
+            event.attempt += 1;
+            event
+        })
+        .collect();
+    let count = events.len();
+    let response = ctx.handlers.call(binding, events).await?;
+    let handler = format!("{}.{}", binding.plugin, binding.function);
+    let outcome = handler_outcome(
+        response,
+        &handler,
+        count,
+        ctx.config.max_actions_per_event,
+        ctx.max_value_bytes,
+    )
+    .map_err(HandlerFailed::from)?;
+    apply(&*ctx.actions, outcome.actions).await?;
+    Ok(outcome.failed)
+}
