@@ -9,7 +9,8 @@ use std::cell::RefCell;
 
 use ebb_proto::Message;
 
-use crate::plugin::{Plugin, error_response};
+use crate::dispatch::error_response;
+use crate::plugin::Plugin;
 
 thread_local! {
     /// The last response handed to the host; valid until the next call that

@@ -2,7 +2,7 @@
 
 use std::marker::PhantomData;
 
-use crate::fastpath::Rows;
+use crate::rows::Rows;
 use crate::value::{Value, ValueRef};
 
 /// An aggregate SQL function.

@@ -1,20 +1,19 @@
 //! The hot path of SQL queries: scalar batches and aggregate updates decoded
 //! straight from the request bytes into borrowed argument values (each row
-//! once), and scalar answers written straight as response bytes, without
-//! building the intermediate protobuf messages. Answers exactly what the
-//! general path answers; anything unusual (another call kind, repeated or
-//! unknown top-level fields) is left to the general path.
-
-use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::Ordering::Relaxed;
+//! once, `rows.rs`), and scalar answers written straight as response bytes,
+//! without building the intermediate protobuf messages. Answers exactly what
+//! the general path (`dispatch.rs`) answers; anything unusual (another call
+//! kind, repeated or unknown top-level fields) is left to the general path.
 
 use ebb_proto::Message;
 use ebb_proto::plugin::v1 as proto;
 use ebb_proto::wire::{self, Malformed, Reader, WIRE_LEN};
 use proto::call_response::Result as Reply;
 
-use crate::plugin::{Plugin, ScalarKind, error_response};
-use crate::value::ValueRef;
+use crate::dispatch::error_response;
+use crate::registry::{Registry, ScalarKind};
+use crate::rows::Rows;
+use crate::value::{EmptyValueError, ValueRef};
 
 /// `CallRequest` field of a scalar batch.
 const CALL_SCALAR: u64 = 2;
@@ -47,96 +46,11 @@ fn split(request: &[u8]) -> Option<(&str, u64, &[u8])> {
 
 /// Answer a scalar call or an aggregate update, or `None` to take the
 /// general path.
-pub(crate) fn answer(plugin: &Plugin, request: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn answer(registry: &Registry, request: &[u8]) -> Option<Vec<u8>> {
     match split(request)? {
-        (function, CALL_SCALAR, batch) => scalar(plugin, function, batch),
-        (function, _, update) => agg_update(plugin, function, update),
+        (function, CALL_SCALAR, batch) => scalar(registry, function, batch),
+        (function, _, update) => agg_update(registry, function, update),
     }
-}
-
-/// Arguments and rows of the previous batch, to size the next one's
-/// buffers (a query sends batches of one size). Only a capacity hint.
-static LAST_ARGS: AtomicUsize = AtomicUsize::new(0);
-static LAST_ROWS: AtomicUsize = AtomicUsize::new(0);
-/// Never presize for more arguments or rows than this.
-const MAX_PRESIZED: usize = 1 << 16;
-
-/// The rows of a batch, decoded once: every row's arguments back to back,
-/// borrowed from the request.
-pub(crate) struct Rows<'a> {
-    /// The last `state` (field 1) of an update.
-    pub(crate) state: &'a [u8],
-    /// All arguments, row after row.
-    args: Vec<ValueRef<'a>>,
-    /// Per row: where its arguments end in `args`, and the position of its
-    /// first value with no field set (which fails the row).
-    ends: Vec<(usize, Option<usize>)>,
-}
-
-impl<'a> Rows<'a> {
-    /// Decode repeated `Row` field `rows_field` of `body` (and, for an
-    /// update, its `state`). Every row is decoded before any runs, as a full
-    /// decode of the request would be.
-    fn decode(body: &'a [u8], rows_field: u64) -> Result<Self, Malformed> {
-        // Sized like the previous batch: a query sends batches of one size.
-        let mut rows = Rows {
-            state: &[],
-            args: Vec::with_capacity(LAST_ARGS.load(Relaxed)),
-            ends: Vec::with_capacity(LAST_ROWS.load(Relaxed)),
-        };
-        let mut reader = Reader::new(body);
-        while !reader.is_empty() {
-            match reader.key()? {
-                (field, WIRE_LEN) if field == rows_field => {
-                    let empty_at = row(reader.delimited()?, &mut rows.args)?;
-                    rows.ends.push((rows.args.len(), empty_at));
-                }
-                (1, WIRE_LEN) => rows.state = reader.delimited()?,
-                (field, _) if field == rows_field || field == 1 => {
-                    return Err(Malformed("invalid wire type"));
-                }
-                (_, wire) => reader.skip(wire)?,
-            }
-        }
-        LAST_ARGS.store(rows.args.len().min(MAX_PRESIZED), Relaxed);
-        LAST_ROWS.store(rows.ends.len().min(MAX_PRESIZED), Relaxed);
-        Ok(rows)
-    }
-
-    /// Each row: its index, its arguments and its first empty value.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &[ValueRef<'a>], Option<usize>)> {
-        let mut start = 0;
-        self.ends
-            .iter()
-            .enumerate()
-            .map(move |(index, &(end, empty_at))| {
-                let args = &self.args[start..end];
-                start = end;
-                (index, args, empty_at)
-            })
-    }
-}
-
-/// Append one `Row` message's values to `args`; the position (within the
-/// row) of the first value with no field set.
-fn row<'a>(bytes: &'a [u8], args: &mut Vec<ValueRef<'a>>) -> Result<Option<usize>, Malformed> {
-    let start = args.len();
-    let mut empty_at = None;
-    let mut reader = Reader::new(bytes);
-    while !reader.is_empty() {
-        match reader.key()? {
-            (1, WIRE_LEN) => match wire::read_value(reader.delimited()?)? {
-                Some(value) => args.push(ValueRef::from(value)),
-                None => {
-                    empty_at.get_or_insert(args.len() - start);
-                    args.push(ValueRef::Null);
-                }
-            },
-            (1, _) => return Err(Malformed("invalid wire type")),
-            (_, wire) => reader.skip(wire)?,
-        }
-    }
-    Ok(empty_at)
 }
 
 /// The general path's checks of one decoded row: argument count, then no
@@ -158,24 +72,24 @@ fn check_row(
         return Err(format!(
             "{qualified}: row {index}, argument {}: {}",
             position + 1,
-            crate::value::EmptyValueError
+            EmptyValueError
         ));
     }
     Ok(())
 }
 
-fn decoded<'a>(plugin: &Plugin, body: &'a [u8], rows_field: u64) -> Result<Rows<'a>, String> {
+fn decoded<'a>(registry: &Registry, body: &'a [u8], rows_field: u64) -> Result<Rows<'a>, String> {
     Rows::decode(body, rows_field)
-        .map_err(|Malformed(why)| format!("{}: malformed CallRequest: {why}", plugin.name()))
+        .map_err(|Malformed(why)| format!("{}: malformed CallRequest: {why}", registry.plugin))
 }
 
 /// An aggregate update: the state decoded once, each row folded in from a
 /// reused argument buffer.
-fn agg_update(plugin: &Plugin, function: &str, body: &[u8]) -> Option<Vec<u8>> {
-    let (aggregate, arg_count) = plugin.aggregate_handler(function)?;
-    let qualified = format!("{}.{function}", plugin.name());
+fn agg_update(registry: &Registry, function: &str, body: &[u8]) -> Option<Vec<u8>> {
+    let (aggregate, arg_count) = registry.aggregate(function)?;
+    let qualified = format!("{}.{function}", registry.plugin);
     let fail = |message: String| Some(error_response(message).encode_to_vec());
-    let rows = match decoded(plugin, body, 2) {
+    let rows = match decoded(registry, body, 2) {
         Ok(rows) => rows,
         Err(message) => return fail(message),
     };
@@ -199,16 +113,16 @@ fn agg_update(plugin: &Plugin, function: &str, body: &[u8]) -> Option<Vec<u8>> {
 
 /// A scalar call on a scalar function: each row run on its borrowed
 /// arguments, each result appended to the response as it comes.
-fn scalar(plugin: &Plugin, function: &str, batch: &[u8]) -> Option<Vec<u8>> {
-    let (handler, arg_count) = plugin.scalar_handler(function)?;
-    let qualified = format!("{}.{function}", plugin.name());
+fn scalar(registry: &Registry, function: &str, batch: &[u8]) -> Option<Vec<u8>> {
+    let (handler, arg_count) = registry.scalar(function)?;
+    let qualified = format!("{}.{function}", registry.plugin);
     let fail = |message: String| Some(error_response(message).encode_to_vec());
-    let rows = match decoded(plugin, batch, 1) {
+    let rows = match decoded(registry, batch, 1) {
         Ok(rows) => rows,
         Err(message) => return fail(message),
     };
     // Each row is checked, then run, in order, as the general path does.
-    let mut values = Vec::with_capacity(rows.ends.len() * 4);
+    let mut values = Vec::with_capacity(rows.len() * 4);
     for (index, args, empty_at) in rows.iter() {
         if let Err(message) = check_row(&qualified, index, args, empty_at, arg_count) {
             return fail(message);
@@ -233,6 +147,7 @@ mod tests {
     use super::*;
     use proto::call_request::Call;
 
+    use crate::plugin::Plugin;
     use crate::value::Value;
 
     fn plugin() -> Plugin {
@@ -384,7 +299,7 @@ mod tests {
             }
             .encode_to_vec();
             let expected = general(&plugin, &request);
-            match answer(&plugin, &request) {
+            match answer(&plugin.registry, &request) {
                 Some(fast) => {
                     fast_taken += 1;
                     let fast = proto::CallResponse::decode(fast.as_slice()).unwrap();
@@ -406,7 +321,7 @@ mod tests {
                 broken[at] ^= 0xff;
             }
             let general_failed = matches!(general(&plugin, &broken).result, Some(Reply::Error(_)));
-            if let Some(fast) = answer(&plugin, &broken) {
+            if let Some(fast) = answer(&plugin.registry, &broken) {
                 let fast = proto::CallResponse::decode(fast.as_slice()).unwrap();
                 let fast_failed = matches!(fast.result, Some(Reply::Error(_)));
                 assert_eq!(fast_failed, general_failed, "case {case}: {broken:?}");

@@ -1,7 +1,7 @@
 //! Guest SDK for ebb plugins: write plain Rust functions, export them with
 //! one [`export!`], and build for `wasm32-unknown-unknown`.
 //!
-//! The SDK implements plugin ABI v1 (see `ARCHITECTURE.md`, "Plugins"): the
+//! The SDK implements plugin ABI v1 (see `docs/plugins.md`, "ABI v1"): the
 //! exports `ebb_abi_version`, `ebb_alloc`, `ebb_dealloc`, `ebb_manifest` and
 //! `ebb_call`, the protobuf encoding of every message, and the conversions
 //! between SQL values and Rust types. The only import a plugin gets is
@@ -112,9 +112,12 @@
 //! function traps the instance; the host discards it and fails the call.
 
 mod aggregate;
+mod dispatch;
 mod expiry;
 mod fastpath;
 mod plugin;
+mod registry;
+mod rows;
 mod scalar;
 mod value;
 

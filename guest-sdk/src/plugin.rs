@@ -1,59 +1,45 @@
-//! The function registry of a plugin, its manifest, and request dispatch.
+//! [`Plugin`]: a plugin's name, version and functions, its manifest, and the
+//! entry points that answer a call (`ebb_call` runs [`Plugin::call_encoded`]).
+//!
+//! Below it: the function table (`registry.rs`), the general call path
+//! (`dispatch.rs`) and the fast path for scalar batches and aggregate
+//! updates (`fastpath.rs`).
 
 use ebb_proto::Message;
 use ebb_proto::plugin::v1 as proto;
-use proto::call_request::Call;
-use proto::call_response::Result as Reply;
 
 use crate::aggregate::{Aggregate, AggregateOf, ErasedAggregate};
+use crate::dispatch::{self, error_response};
 use crate::expiry::{ExpiryEvent, ExpiryOutput};
-use crate::scalar::ScalarFn;
-use crate::value::{Value, ValueRef};
+use crate::fastpath;
+use crate::registry::{
+    ExpiryHandler, Function, Handler, Registry, ScalarHandler, ScalarRefHandler,
+};
+use crate::scalar::{ScalarFn, ScalarOutput};
+use crate::value::ValueRef;
 
 /// The ABI version this SDK implements.
 pub const ABI_VERSION: u32 = 1;
 
-type ScalarHandler = Box<dyn Fn(Vec<Value>) -> Result<Value, String> + Send + Sync>;
-pub(crate) type ScalarRefHandler =
-    Box<dyn Fn(&[ValueRef<'_>]) -> Result<Value, String> + Send + Sync>;
-type ExpiryHandler =
-    Box<dyn Fn(&[ExpiryEvent]) -> Result<crate::ExpiryOutcome, String> + Send + Sync>;
-
-enum Handler {
-    Scalar(ScalarHandler),
-    ScalarRef(ScalarRefHandler),
-    Aggregate(Box<dyn ErasedAggregate>),
-    Expiry(ExpiryHandler),
-}
-
-struct Function {
-    name: String,
-    description: String,
-    arg_count: i32,
-    handler: Handler,
-}
-
 /// A plugin: its name, version and functions. Built once by [`export!`](crate::export)
 /// and then only read, so dispatch never mutates it.
 pub struct Plugin {
-    name: String,
     version: String,
-    functions: Vec<Function>,
+    pub(crate) registry: Registry,
 }
 
 impl Plugin {
     /// A plugin with no functions yet.
     pub fn new(name: &str, version: &str) -> Self {
         Plugin {
-            name: name.to_owned(),
             version: version.to_owned(),
-            functions: Vec::new(),
+            registry: Registry::new(name),
         }
     }
 
     /// The plugin name from the manifest.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.registry.plugin
     }
 
     /// The plugin version from the manifest.
@@ -62,14 +48,7 @@ impl Plugin {
     }
 
     fn add(mut self, name: &str, description: &str, arg_count: i32, handler: Handler) -> Self {
-        // Two functions with one name is a bug in the plugin's source; it
-        // shows in the first native test that builds the plugin.
-        assert!(
-            self.function(name).is_none(),
-            "plugin `{}` declares function `{name}` twice",
-            self.name
-        );
-        self.functions.push(Function {
+        self.registry.add(Function {
             name: name.to_owned(),
             description: description.to_owned(),
             arg_count,
@@ -102,7 +81,7 @@ impl Plugin {
     pub fn scalar_ref<F, R>(self, name: &str, description: &str, arg_count: i32, f: F) -> Self
     where
         F: Fn(&[ValueRef<'_>]) -> R + Send + Sync + 'static,
-        R: crate::ScalarOutput,
+        R: ScalarOutput,
     {
         let call: ScalarRefHandler = Box::new(move |args| f(args).into_output());
         self.add(name, description, arg_count, Handler::ScalarRef(call))
@@ -118,13 +97,10 @@ impl Plugin {
         self.add(name, description, 1, Handler::Expiry(call))
     }
 
-    fn function(&self, name: &str) -> Option<&Function> {
-        self.functions.iter().find(|f| f.name == name)
-    }
-
     /// The manifest the host reads at upload.
     pub fn manifest(&self) -> proto::Manifest {
         let functions = self
+            .registry
             .functions
             .iter()
             .map(|f| proto::FunctionDecl {
@@ -140,38 +116,9 @@ impl Plugin {
             .collect();
         proto::Manifest {
             abi_version: ABI_VERSION,
-            name: self.name.clone(),
+            name: self.registry.plugin.clone(),
             version: self.version.clone(),
             functions,
-        }
-    }
-
-    /// The handler and declared argument count of scalar function `name`.
-    pub(crate) fn scalar_handler(&self, name: &str) -> Option<(ScalarKind<'_>, i32)> {
-        match self.function(name) {
-            Some(Function {
-                handler: Handler::Scalar(handler),
-                arg_count,
-                ..
-            }) => Some((ScalarKind::Owned(handler), *arg_count)),
-            Some(Function {
-                handler: Handler::ScalarRef(handler),
-                arg_count,
-                ..
-            }) => Some((ScalarKind::Borrowed(handler), *arg_count)),
-            _ => None,
-        }
-    }
-
-    /// The aggregate and declared argument count of aggregate `name`.
-    pub(crate) fn aggregate_handler(&self, name: &str) -> Option<(&dyn ErasedAggregate, i32)> {
-        match self.function(name) {
-            Some(Function {
-                handler: Handler::Aggregate(aggregate),
-                arg_count,
-                ..
-            }) => Some((aggregate.as_ref(), *arg_count)),
-            _ => None,
         }
     }
 
@@ -180,133 +127,19 @@ impl Plugin {
     /// `CallResponse { error }` naming `plugin.function`; this never panics on
     /// bad input.
     pub fn call(&self, request: proto::CallRequest) -> proto::CallResponse {
-        let qualified = format!("{}.{}", self.name, request.function);
-        let result = match self.function(&request.function) {
-            None if request.function.is_empty() => {
-                return error_response(format!("{}: request names no function", self.name));
-            }
-            Some(function) => dispatch(function, request.call),
-            None => Err(format!(
-                "no such function (the plugin has: {})",
-                self.functions
-                    .iter()
-                    .map(|f| f.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        };
-        match result {
-            Ok(reply) => proto::CallResponse {
-                result: Some(reply),
-            },
-            Err(e) => error_response(format!("{qualified}: {e}")),
-        }
+        dispatch::call(&self.registry, request)
     }
 
     /// [`Plugin::call`] on encoded bytes: decodes a `CallRequest`, encodes the
     /// `CallResponse`. This is exactly what `ebb_call` runs.
     pub fn call_encoded(&self, request: &[u8]) -> Vec<u8> {
-        if let Some(response) = crate::fastpath::answer(self, request) {
+        if let Some(response) = fastpath::answer(&self.registry, request) {
             return response;
         }
         let response = match proto::CallRequest::decode(request) {
             Ok(request) => self.call(request),
-            Err(e) => error_response(format!("{}: malformed CallRequest: {e}", self.name)),
+            Err(e) => error_response(format!("{}: malformed CallRequest: {e}", self.name())),
         };
         response.encode_to_vec()
     }
-}
-
-/// A scalar handler as the fast path calls it.
-pub(crate) enum ScalarKind<'p> {
-    /// Takes owned values.
-    Owned(&'p ScalarHandler),
-    /// Takes values borrowed from the request.
-    Borrowed(&'p ScalarRefHandler),
-}
-
-/// A response carrying only `message` as its error.
-pub(crate) fn error_response(message: String) -> proto::CallResponse {
-    proto::CallResponse {
-        result: Some(Reply::Error(message)),
-    }
-}
-
-fn dispatch(function: &Function, call: Option<Call>) -> Result<Reply, String> {
-    let call = call.ok_or("request has no call set")?;
-    match (&function.handler, call) {
-        (Handler::Scalar(f), Call::Scalar(batch)) => {
-            let mut values = Vec::with_capacity(batch.rows.len());
-            for (index, row) in batch.rows.into_iter().enumerate() {
-                let args = row_values(function.arg_count, row, index)?;
-                let value = f(args).map_err(|e| format!("row {index}: {e}"))?;
-                values.push(value.into());
-            }
-            Ok(Reply::Scalar(proto::ScalarResult { values }))
-        }
-        (Handler::ScalarRef(f), Call::Scalar(batch)) => {
-            let mut values = Vec::with_capacity(batch.rows.len());
-            for (index, row) in batch.rows.into_iter().enumerate() {
-                let args = row_values(function.arg_count, row, index)?;
-                let borrowed: Vec<ValueRef<'_>> = args.iter().map(Value::as_ref).collect();
-                let value = f(&borrowed).map_err(|e| format!("row {index}: {e}"))?;
-                values.push(value.into());
-            }
-            Ok(Reply::Scalar(proto::ScalarResult { values }))
-        }
-        (Handler::Aggregate(agg), Call::AggInit(_)) => Ok(Reply::State(agg.init().into())),
-        (Handler::Aggregate(agg), Call::AggUpdate(update)) => {
-            let rows = update
-                .rows
-                .into_iter()
-                .enumerate()
-                .map(|(index, row)| row_values(function.arg_count, row, index))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Reply::State(agg.update(&update.state, rows)?.into()))
-        }
-        (Handler::Aggregate(agg), Call::AggMerge(merge)) => {
-            Ok(Reply::State(agg.merge(&merge.left, &merge.right)?.into()))
-        }
-        (Handler::Aggregate(agg), Call::AggFinish(finish)) => {
-            Ok(Reply::Value(agg.finish(&finish.state)?.into()))
-        }
-        (Handler::Expiry(f), Call::Expiry(batch)) => {
-            let events: Vec<ExpiryEvent> = batch.events.into_iter().map(Into::into).collect();
-            let outcome = f(&events)?;
-            Ok(Reply::Expiry(outcome.into_proto(events.len())?))
-        }
-        (handler, call) => Err(format!(
-            "is {}; it cannot answer a {} call",
-            match handler {
-                Handler::Scalar(_) | Handler::ScalarRef(_) => "a scalar function",
-                Handler::Aggregate(_) => "an aggregate",
-                Handler::Expiry(_) => "an expiry handler",
-            },
-            match call {
-                Call::Scalar(_) => "scalar",
-                Call::AggInit(_) => "agg_init",
-                Call::AggUpdate(_) => "agg_update",
-                Call::AggMerge(_) => "agg_merge",
-                Call::AggFinish(_) => "agg_finish",
-                Call::Expiry(_) => "expiry",
-            }
-        )),
-    }
-}
-
-/// Converts one row's arguments, checking the declared argument count.
-fn row_values(arg_count: i32, row: proto::Row, index: usize) -> Result<Vec<Value>, String> {
-    if arg_count >= 0 && row.args.len() != arg_count as usize {
-        return Err(format!(
-            "row {index}: takes {arg_count} arguments, got {}",
-            row.args.len()
-        ));
-    }
-    row.args
-        .into_iter()
-        .enumerate()
-        .map(|(position, arg)| {
-            Value::try_from(arg).map_err(|e| format!("row {index}, argument {}: {e}", position + 1))
-        })
-        .collect()
 }

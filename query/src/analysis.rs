@@ -17,7 +17,7 @@ pub struct KeyRange {
 
 impl KeyRange {
     /// Every key.
-    pub fn all() -> Self {
+    pub(crate) fn all() -> Self {
         KeyRange {
             start: Bound::Unbounded,
             end: Bound::Unbounded,
@@ -25,7 +25,7 @@ impl KeyRange {
     }
 
     /// Exactly `key`.
-    pub fn point(key: &str) -> Self {
+    pub(crate) fn point(key: &str) -> Self {
         KeyRange {
             start: Bound::Included(key.to_string()),
             end: Bound::Included(key.to_string()),
@@ -33,7 +33,7 @@ impl KeyRange {
     }
 
     /// Keys starting with `prefix`.
-    pub fn prefix(prefix: &str) -> Self {
+    pub(crate) fn prefix(prefix: &str) -> Self {
         KeyRange {
             start: Bound::Included(prefix.to_string()),
             end: prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded),
@@ -41,7 +41,8 @@ impl KeyRange {
     }
 
     /// Whether `key` lies in the range.
-    pub fn contains(&self, key: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, key: &str) -> bool {
         let above = match &self.start {
             Bound::Unbounded => true,
             Bound::Included(s) => key >= s.as_str(),
@@ -56,7 +57,7 @@ impl KeyRange {
     }
 
     /// The single key of a point range.
-    pub fn as_point(&self) -> Option<&str> {
+    pub(crate) fn as_point(&self) -> Option<&str> {
         match (&self.start, &self.end) {
             (Bound::Included(a), Bound::Included(b)) if a == b => Some(a),
             _ => None,
@@ -111,7 +112,7 @@ fn min_end(a: &Bound<String>, b: &Bound<String>) -> Bound<String> {
 }
 
 /// The smallest string greater than every string starting with `prefix`, if any.
-pub fn prefix_end(prefix: &str) -> Option<String> {
+pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
     let mut chars: Vec<char> = prefix.chars().collect();
     while let Some(last) = chars.pop() {
         let mut next = last as u32 + 1;
@@ -132,7 +133,7 @@ pub struct KeyRanges(pub Vec<KeyRange>);
 
 impl KeyRanges {
     /// Every key.
-    pub fn all() -> Self {
+    pub(crate) fn all() -> Self {
         KeyRanges(vec![KeyRange::all()])
     }
 
@@ -147,7 +148,8 @@ impl KeyRanges {
     }
 
     /// Whether `key` is in some range.
-    pub fn contains(&self, key: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, key: &str) -> bool {
         self.0.iter().any(|r| r.contains(key))
     }
 
@@ -226,13 +228,13 @@ fn touches(end: &Bound<String>, start: &Bound<String>) -> bool {
 
 /// What pushdown found.
 #[derive(Debug, Clone)]
-pub struct Pushdown {
+pub(crate) struct Pushdown {
     /// Keys the query can touch.
-    pub ranges: KeyRanges,
+    pub(crate) ranges: KeyRanges,
     /// Conjuncts fully expressed by `ranges`, as text (for EXPLAIN).
-    pub pushed: Vec<String>,
+    pub(crate) pushed: Vec<String>,
     /// What must still be evaluated per record (`None`: nothing).
-    pub residual: Option<Expr>,
+    pub(crate) residual: Option<Expr>,
 }
 
 fn text_literal(expr: &Expr) -> Option<&str> {
@@ -373,7 +375,7 @@ fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
 }
 
 /// Split `filter` into key ranges and a residual predicate.
-pub fn push_down(filter: Option<Expr>) -> Pushdown {
+pub(crate) fn push_down(filter: Option<Expr>) -> Pushdown {
     let Some(filter) = filter else {
         return Pushdown {
             ranges: KeyRanges::all(),

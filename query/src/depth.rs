@@ -57,7 +57,7 @@ impl Group {
 ///
 /// Unbalanced brackets are left to the parser to report: a closer with no
 /// opener is ignored and groups still open at the end are closed there.
-pub fn depth_bound<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> usize {
+pub(crate) fn depth_bound<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> usize {
     let mut stack = vec![Group::default()];
     for token in tokens {
         match token {

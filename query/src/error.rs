@@ -23,3 +23,21 @@ pub enum PlanError {
         message: String,
     },
 }
+
+// The constructors stay out of line: inlined, their temporaries would grow
+// the frame of the planner's expression lowering, which recurses once per
+// operator.
+
+/// [`PlanError::Unsupported`] naming `what`.
+#[cold]
+#[inline(never)]
+pub(crate) fn unsupported(what: impl Into<String>) -> PlanError {
+    PlanError::Unsupported(what.into())
+}
+
+/// [`PlanError::Invalid`] saying `what`.
+#[cold]
+#[inline(never)]
+pub(crate) fn invalid(what: impl Into<String>) -> PlanError {
+    PlanError::Invalid(what.into())
+}

@@ -368,7 +368,7 @@ fn cast(v: Value, to: CastType) -> Value {
 
 /// Case-sensitive LIKE: `%` matches any run of characters, `_` one character.
 /// As in SQLite, which reads both as C strings, each ends at its first NUL.
-pub fn like(text: &str, pattern: &str) -> bool {
+pub(crate) fn like(text: &str, pattern: &str) -> bool {
     let text = text.split('\0').next().unwrap_or_default();
     let pattern = pattern.split('\0').next().unwrap_or_default();
     let t: Vec<char> = text.chars().collect();

@@ -23,7 +23,7 @@ pub enum Column {
 
 impl Column {
     /// Resolve a column name (case-insensitive).
-    pub fn from_name(name: &str) -> Option<Column> {
+    pub(crate) fn from_name(name: &str) -> Option<Column> {
         match name.to_ascii_lowercase().as_str() {
             "key" => Some(Column::Key),
             "value" => Some(Column::Value),
@@ -46,7 +46,7 @@ impl Column {
     }
 
     /// The column's type.
-    pub fn sql_type(self) -> SqlType {
+    pub(crate) fn sql_type(self) -> SqlType {
         match self {
             Column::Key => SqlType::Text,
             Column::Value => SqlType::Bytes,
@@ -109,7 +109,7 @@ impl BinaryOp {
     }
 
     /// Whether the operator compares its operands.
-    pub fn is_comparison(self) -> bool {
+    pub(crate) fn is_comparison(self) -> bool {
         matches!(
             self,
             BinaryOp::Eq
@@ -229,7 +229,7 @@ pub enum Expr {
 
 impl Expr {
     /// Visit this expression and every subexpression.
-    pub fn walk(&self, visit: &mut dyn FnMut(&Expr)) {
+    pub(crate) fn walk(&self, visit: &mut dyn FnMut(&Expr)) {
         visit(self);
         match self {
             Expr::Unary { expr, .. } | Expr::IsNull { expr, .. } | Expr::Cast { expr, .. } => {
@@ -260,7 +260,7 @@ impl Expr {
     }
 
     /// Names of the plugin functions this expression calls.
-    pub fn plugin_calls(&self) -> Vec<String> {
+    pub(crate) fn plugin_calls(&self) -> Vec<String> {
         let mut calls = Vec::new();
         self.walk(&mut |e| {
             if let Expr::Call { function, .. } = e
@@ -273,7 +273,7 @@ impl Expr {
     }
 
     /// The static result type, when known before evaluation.
-    pub fn sql_type(&self) -> SqlType {
+    pub(crate) fn sql_type(&self) -> SqlType {
         match self {
             Expr::Literal(v) => v.sql_type(),
             Expr::Column(c) => c.sql_type(),

@@ -15,23 +15,30 @@
 //! assert!(plan.filter.is_none(), "the LIKE prefix became a key range");
 //! assert_eq!(plan.limit, Some(10));
 //! ```
+//!
+//! Source layout, each file depending only on those listed before it:
+//! `value.rs` (SQL values), `error.rs` and `limits.rs` (planning errors and
+//! limits), `depth.rs` (expression depth from tokens), `functions/` (the
+//! function traits and the built-ins), `expr.rs` (planned expressions),
+//! `meter.rs` (the memory budget of an evaluation), `eval.rs` (evaluation),
+//! `analysis.rs` (WHERE to key ranges), `plan/` (the plan, EXPLAIN, and the
+//! planner: SQL text to a plan).
 
-pub mod aggregate;
-pub mod analysis;
-pub mod depth;
-pub mod error;
-pub mod eval;
-pub mod expr;
-pub mod functions;
-pub mod limits;
+mod analysis;
+mod depth;
+mod error;
+mod eval;
+mod expr;
+mod functions;
+mod limits;
 pub mod meter;
-pub mod plan;
-pub mod value;
+mod plan;
+mod value;
 
 pub use analysis::{KeyRange, KeyRanges};
 pub use error::PlanError;
 pub use eval::{RowSource, eval_batch, eval_one};
-pub use expr::{Column, Expr};
+pub use expr::{BinaryOp, CastType, Column, Expr, UnaryOp};
 pub use functions::{
     AggState, AggregateFunction, Arity, Builtins, FunctionError, FunctionRegistry, ScalarFunction,
 };

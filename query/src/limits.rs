@@ -26,7 +26,7 @@ pub struct Limits {
     /// Default 64.
     pub max_depth: usize,
     /// Deepest expression tree, as bounded from the tokens before parsing
-    /// ([`crate::depth::depth_bound`]): every operator or keyword is a level
+    /// (`depth::depth_bound`): every operator or keyword is a level
     /// (`1 + 1 + 1` is 2, `a = 1 OR a = 2` is 3), a bracketed group adds one,
     /// and siblings (select items, arguments, IN list items) take the
     /// deepest. It catches what `max_depth` cannot: sqlparser reads a chain

@@ -33,14 +33,9 @@ impl Meter {
         self.used
     }
 
-    /// The limit.
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-
     /// Count `bytes` about to be built. Fails, counting nothing, when they
     /// would pass the limit, so the caller can refuse before allocating.
-    pub fn charge(&mut self, bytes: usize) -> Result<(), OverBudget> {
+    pub(crate) fn charge(&mut self, bytes: usize) -> Result<(), OverBudget> {
         match self.used.checked_add(bytes) {
             Some(used) if used <= self.limit => {
                 self.used = used;
@@ -54,7 +49,7 @@ impl Meter {
     }
 
     /// Count the text and blob bytes of `values`, already built.
-    pub fn charge_values(&mut self, values: &[Value]) -> Result<(), OverBudget> {
+    pub(crate) fn charge_values(&mut self, values: &[Value]) -> Result<(), OverBudget> {
         self.charge(values.iter().map(heap_bytes).sum())
     }
 }

@@ -136,7 +136,7 @@ impl Value {
     }
 
     /// The value's type.
-    pub fn sql_type(&self) -> SqlType {
+    pub(crate) fn sql_type(&self) -> SqlType {
         match self {
             Value::Null => SqlType::Null,
             Value::Bool(_) => SqlType::Boolean,
@@ -168,7 +168,7 @@ impl Value {
     }
 
     /// SQL comparison: `None` (NULL) when either side is NULL.
-    pub fn sql_cmp(&self, other: &Value) -> Option<Ordering> {
+    pub(crate) fn sql_cmp(&self, other: &Value) -> Option<Ordering> {
         if self.is_null() || other.is_null() {
             None
         } else {
@@ -202,7 +202,7 @@ impl Value {
 
     /// Numeric value as SQLite converts it: booleans to 0/1, text and bytes
     /// by their longest numeric prefix (0 when there is none). NULL stays NULL.
-    pub fn to_numeric(&self) -> Value {
+    pub(crate) fn to_numeric(&self) -> Value {
         match self {
             Value::Null => Value::Null,
             Value::Bool(b) => Value::Int(i64::from(*b)),
@@ -217,7 +217,7 @@ impl Value {
     /// the operands of `%`): a float truncated and saturated, text and bytes
     /// by their integer prefix after leading spaces (`'1e3'` is 1), saturated
     /// at the i64 range; NULL and anything without digits is 0.
-    pub fn to_integer(&self) -> i64 {
+    pub(crate) fn to_integer(&self) -> i64 {
         match self {
             Value::Null => 0,
             Value::Bool(b) => i64::from(*b),
@@ -230,7 +230,7 @@ impl Value {
     }
 
     /// Text as SQLite renders it (`CAST(x AS TEXT)`); NULL stays NULL.
-    pub fn to_text(&self) -> Value {
+    pub(crate) fn to_text(&self) -> Value {
         match self {
             Value::Null => Value::Null,
             Value::Text(_) => self.clone(),
@@ -240,7 +240,7 @@ impl Value {
     }
 
     /// Bytes (`CAST(x AS BLOB)`); NULL stays NULL.
-    pub fn to_bytes(&self) -> Value {
+    pub(crate) fn to_bytes(&self) -> Value {
         match self {
             Value::Null => Value::Null,
             Value::Bytes(_) => self.clone(),
@@ -267,7 +267,7 @@ impl Value {
 /// the 17 end in `000` or `999` (so `0.1` is `0.1` but `1.0 / 3` is
 /// `0.33333333333333332`); trailing zeros dropped but one decimal kept; the
 /// exponent form (`1.0e+17`, `2.5e-05`) below 1e-4 and from 1e17 on.
-pub fn format_float(f: f64) -> String {
+pub(crate) fn format_float(f: f64) -> String {
     if f.is_nan() {
         return "NaN".into();
     }

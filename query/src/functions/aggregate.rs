@@ -7,12 +7,12 @@
 
 use std::sync::Arc;
 
-use crate::functions::{AggState, AggregateFunction, Arity, FunctionError};
+use super::{AggState, AggregateFunction, Arity, FunctionError};
 use crate::value::{SqlType, Value};
 
 /// The built-in aggregate called `name`, if any. `count` with no arguments
 /// is `COUNT(*)`.
-pub fn builtin(name: &str) -> Option<Arc<dyn AggregateFunction>> {
+pub(super) fn builtin(name: &str) -> Option<Arc<dyn AggregateFunction>> {
     let kind = match name.to_ascii_lowercase().as_str() {
         "count" => Kind::Count,
         "sum" => Kind::Sum,

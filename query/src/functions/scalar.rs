@@ -1,170 +1,30 @@
-//! Function traits, the registry the planner resolves names against, and the
-//! built-in scalar functions (shipped through the same traits as plugins).
+//! The built-in scalar functions, with SQLite's results: `length`, `lower`,
+//! `upper`, `substr`, `starts_with`, `coalesce`.
 
-use std::fmt::Debug;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::aggregate;
+use super::{Arity, FunctionError, ScalarFunction};
 use crate::value::{SqlType, Value};
 
-/// How many arguments a function takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arity {
-    /// Exactly n.
-    Exact(usize),
-    /// From `min` to `max` inclusive.
-    Range(usize, usize),
-    /// At least n.
-    AtLeast(usize),
-}
-
-impl Arity {
-    /// Whether `n` arguments fit.
-    pub fn accepts(self, n: usize) -> bool {
-        match self {
-            Arity::Exact(k) => n == k,
-            Arity::Range(min, max) => (min..=max).contains(&n),
-            Arity::AtLeast(min) => n >= min,
-        }
-    }
-
-    /// Human description, for errors.
-    pub fn describe(self) -> String {
-        match self {
-            Arity::Exact(k) => format!("{k}"),
-            Arity::Range(min, max) => format!("{min} to {max}"),
-            Arity::AtLeast(min) => format!("at least {min}"),
-        }
-    }
-}
-
-/// A function failed; the query fails with this message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{function}: {message}")]
-pub struct FunctionError {
-    /// The function (qualified name for plugins).
-    pub function: String,
-    /// What went wrong.
-    pub message: String,
-    /// Whether a plugin failed (HTTP 422 `plugin_error`) rather than the input (400).
-    pub plugin: bool,
-}
-
-/// A scalar function, called with a batch of argument rows at a time.
-pub trait ScalarFunction: Send + Sync + Debug {
-    /// The name as written in SQL (`lower`, `json.get`).
-    fn name(&self) -> &str;
-    /// Accepted argument counts.
-    fn arity(&self) -> Arity;
-    /// Result type, when fixed.
-    fn return_type(&self) -> SqlType {
-        SqlType::Any
-    }
-    /// Whether this is a plugin function (shown by EXPLAIN).
-    fn is_plugin(&self) -> bool {
-        false
-    }
-    /// One result per row. `args[j]` holds argument `j` for each of the
-    /// `rows` rows (columnar, so a batch costs no per-row allocation).
-    fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError>;
-}
-
-/// A partial aggregate state: a tuple of values, so it can cross pages,
-/// partitions and (later) the network.
-pub type AggState = Vec<Value>;
-
-/// An aggregate with mergeable partial states: `merge` must be associative,
-/// and the result of empty input is `finish(init())`.
-pub trait AggregateFunction: Send + Sync + Debug {
-    /// The name as written in SQL (`count`, `stats.p95`).
-    fn name(&self) -> &str;
-    /// Accepted argument counts.
-    fn arity(&self) -> Arity;
-    /// Result type, when fixed.
-    fn return_type(&self) -> SqlType {
-        SqlType::Any
-    }
-    /// Whether this is a plugin function.
-    fn is_plugin(&self) -> bool {
-        false
-    }
-    /// The empty state.
-    fn init(&self) -> Result<AggState, FunctionError>;
-    /// Fold `rows` rows into `state`; `args[j]` holds argument `j` per row.
-    fn update(
-        &self,
-        state: &mut AggState,
-        args: &[Vec<Value>],
-        rows: usize,
-    ) -> Result<(), FunctionError>;
-    /// Combine two partial states.
-    fn merge(&self, left: AggState, right: AggState) -> Result<AggState, FunctionError>;
-    /// The final value.
-    fn finish(&self, state: AggState) -> Result<Value, FunctionError>;
-}
-
-/// Where the planner finds functions. `namespace` is the plugin name of a
-/// qualified call (`json` in `json.get`), `None` for built-ins.
-pub trait FunctionRegistry: Send + Sync {
-    /// A scalar function, or `Ok(None)` when unknown; `Err` explains a
-    /// known name used wrongly (e.g. an unknown plugin).
-    fn scalar(
-        &self,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<Option<Arc<dyn ScalarFunction>>, String>;
-    /// An aggregate function, or `Ok(None)` when unknown.
-    fn aggregate(
-        &self,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<Option<Arc<dyn AggregateFunction>>, String>;
-}
-
-/// The built-in functions: `length`, `lower`, `upper`, `substr`,
-/// `starts_with`, `coalesce`, and the aggregates `count`, `sum`, `min`,
-/// `max`, `avg`.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Builtins;
-
-impl FunctionRegistry for Builtins {
-    fn scalar(
-        &self,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<Option<Arc<dyn ScalarFunction>>, String> {
-        if namespace.is_some() {
-            return Ok(None);
-        }
-        let function: Arc<dyn ScalarFunction> = match name.to_ascii_lowercase().as_str() {
-            "length" => Arc::new(Builtin::Length),
-            "lower" => Arc::new(Builtin::Lower),
-            "upper" => Arc::new(Builtin::Upper),
-            "substr" | "substring" => Arc::new(Builtin::Substr),
-            "starts_with" => Arc::new(Builtin::StartsWith),
-            "coalesce" => Arc::new(Builtin::Coalesce),
-            _ => return Ok(None),
-        };
-        Ok(Some(function))
-    }
-
-    fn aggregate(
-        &self,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<Option<Arc<dyn AggregateFunction>>, String> {
-        if namespace.is_some() {
-            return Ok(None);
-        }
-        Ok(aggregate::builtin(name))
-    }
+/// The built-in scalar function called `name`, if any.
+pub(super) fn builtin(name: &str) -> Option<Arc<dyn ScalarFunction>> {
+    let function = match name.to_ascii_lowercase().as_str() {
+        "length" => Builtin::Length,
+        "lower" => Builtin::Lower,
+        "upper" => Builtin::Upper,
+        "substr" | "substring" => Builtin::Substr,
+        "starts_with" => Builtin::StartsWith,
+        "coalesce" => Builtin::Coalesce,
+        _ => return None,
+    };
+    Some(Arc::new(function))
 }
 
 /// The built-in scalar functions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Builtin {
+enum Builtin {
     /// Characters of text, bytes of bytes.
     Length,
     /// ASCII lower-case.

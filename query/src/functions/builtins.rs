@@ -1,0 +1,35 @@
+//! [`Builtins`]: the registry of the built-in functions.
+
+use std::sync::Arc;
+
+use super::{AggregateFunction, FunctionRegistry, ScalarFunction, aggregate, scalar};
+
+/// The built-in functions: `length`, `lower`, `upper`, `substr`,
+/// `starts_with`, `coalesce`, and the aggregates `count`, `sum`, `min`,
+/// `max`, `avg`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Builtins;
+
+impl FunctionRegistry for Builtins {
+    fn scalar(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<dyn ScalarFunction>>, String> {
+        if namespace.is_some() {
+            return Ok(None);
+        }
+        Ok(scalar::builtin(name))
+    }
+
+    fn aggregate(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<dyn AggregateFunction>>, String> {
+        if namespace.is_some() {
+            return Ok(None);
+        }
+        Ok(aggregate::builtin(name))
+    }
+}

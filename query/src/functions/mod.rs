@@ -1,0 +1,132 @@
+//! Functions as the planner and the executor see them: the traits a scalar
+//! or aggregate function implements (built-in or plugin, native or wasm),
+//! and the registry the planner resolves names against.
+//!
+//! - `builtins.rs`: [`Builtins`], the registry of the built-in functions.
+//! - `scalar.rs`: the built-in scalar functions (`length`, `substr`, ...).
+//! - `aggregate.rs`: the built-in aggregates (`count`, `sum`, ...).
+
+mod aggregate;
+mod builtins;
+mod scalar;
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use crate::value::{SqlType, Value};
+
+pub use builtins::Builtins;
+
+/// How many arguments a function takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arity {
+    /// Exactly n.
+    Exact(usize),
+    /// From `min` to `max` inclusive.
+    Range(usize, usize),
+    /// At least n.
+    AtLeast(usize),
+}
+
+impl Arity {
+    /// Whether `n` arguments fit.
+    pub(crate) fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Exact(k) => n == k,
+            Arity::Range(min, max) => (min..=max).contains(&n),
+            Arity::AtLeast(min) => n >= min,
+        }
+    }
+
+    /// Human description, for errors.
+    pub(crate) fn describe(self) -> String {
+        match self {
+            Arity::Exact(k) => format!("{k}"),
+            Arity::Range(min, max) => format!("{min} to {max}"),
+            Arity::AtLeast(min) => format!("at least {min}"),
+        }
+    }
+}
+
+/// A function failed; the query fails with this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{function}: {message}")]
+pub struct FunctionError {
+    /// The function (qualified name for plugins).
+    pub function: String,
+    /// What went wrong.
+    pub message: String,
+    /// Whether a plugin failed (HTTP 422 `plugin_error`) rather than the input (400).
+    pub plugin: bool,
+}
+
+/// A scalar function, called with a batch of argument rows at a time.
+pub trait ScalarFunction: Send + Sync + Debug {
+    /// The name as written in SQL (`lower`, `json.get`).
+    fn name(&self) -> &str;
+    /// Accepted argument counts.
+    fn arity(&self) -> Arity;
+    /// Result type, when fixed.
+    fn return_type(&self) -> SqlType {
+        SqlType::Any
+    }
+    /// Whether this is a plugin function (shown by EXPLAIN).
+    fn is_plugin(&self) -> bool {
+        false
+    }
+    /// One result per row. `args[j]` holds argument `j` for each of the
+    /// `rows` rows (columnar, so a batch costs no per-row allocation).
+    fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError>;
+}
+
+/// A partial aggregate state: a tuple of values, so it can cross pages,
+/// partitions and (later) the network.
+pub type AggState = Vec<Value>;
+
+/// An aggregate with mergeable partial states: `merge` must be associative,
+/// and the result of empty input is `finish(init())`.
+pub trait AggregateFunction: Send + Sync + Debug {
+    /// The name as written in SQL (`count`, `stats.p95`).
+    fn name(&self) -> &str;
+    /// Accepted argument counts.
+    fn arity(&self) -> Arity;
+    /// Result type, when fixed.
+    fn return_type(&self) -> SqlType {
+        SqlType::Any
+    }
+    /// Whether this is a plugin function.
+    fn is_plugin(&self) -> bool {
+        false
+    }
+    /// The empty state.
+    fn init(&self) -> Result<AggState, FunctionError>;
+    /// Fold `rows` rows into `state`; `args[j]` holds argument `j` per row.
+    fn update(
+        &self,
+        state: &mut AggState,
+        args: &[Vec<Value>],
+        rows: usize,
+    ) -> Result<(), FunctionError>;
+    /// Combine two partial states.
+    fn merge(&self, left: AggState, right: AggState) -> Result<AggState, FunctionError>;
+    /// The final value.
+    fn finish(&self, state: AggState) -> Result<Value, FunctionError>;
+}
+
+/// Where the planner finds functions. `namespace` is the plugin name of a
+/// qualified call (`json` in `json.get`), `None` for built-ins.
+pub trait FunctionRegistry: Send + Sync {
+    /// A scalar function, or `Ok(None)` when unknown; `Err` explains a
+    /// known name used wrongly (e.g. an unknown plugin).
+    fn scalar(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<dyn ScalarFunction>>, String>;
+    /// An aggregate function, or `Ok(None)` when unknown.
+    fn aggregate(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<dyn AggregateFunction>>, String>;
+}

@@ -1,0 +1,135 @@
+//! Function calls: a name resolved against the registry as an aggregate
+//! (allowed only where aggregates are, collected into the plan's aggregate
+//! list) or a scalar function, with its arity and `COUNT(*)` checked.
+
+use sqlparser::ast;
+
+use super::AggregateCall;
+use super::planner::{Place, Planner, SelectItem};
+use crate::error::{PlanError, invalid, unsupported};
+use crate::expr::Expr;
+
+impl Planner<'_> {
+    pub(super) fn function(
+        &mut self,
+        function: &ast::Function,
+        place: Place,
+        items: &[SelectItem],
+    ) -> Result<Expr, PlanError> {
+        let (namespace, name) = match function.name.0.as_slice() {
+            [ast::ObjectNamePart::Identifier(name)] => (None, name.value.clone()),
+            [
+                ast::ObjectNamePart::Identifier(ns),
+                ast::ObjectNamePart::Identifier(name),
+            ] => (Some(ns.value.to_ascii_lowercase()), name.value.clone()),
+            _ => return Err(unsupported(format!("function name {}", function.name))),
+        };
+        let display = match &namespace {
+            Some(ns) => format!("{ns}.{name}"),
+            None => name.to_ascii_lowercase(),
+        };
+        if function.over.is_some() {
+            return Err(unsupported("window functions (OVER)"));
+        }
+        if function.filter.is_some() {
+            return Err(unsupported("FILTER (WHERE ...) on aggregates"));
+        }
+        if !function.within_group.is_empty()
+            || function.null_treatment.is_some()
+            || function.uses_odbc_syntax
+        {
+            return Err(unsupported(format!("modifiers on {display}")));
+        }
+        if !matches!(function.parameters, ast::FunctionArguments::None) {
+            return Err(unsupported(format!("parametric function {display}")));
+        }
+        let (args, star) = match &function.args {
+            ast::FunctionArguments::None => {
+                return Err(unsupported(format!("{display} without parentheses")));
+            }
+            ast::FunctionArguments::Subquery(_) => return Err(unsupported("subqueries")),
+            ast::FunctionArguments::List(list) => {
+                if list.duplicate_treatment.is_some() {
+                    return Err(unsupported(format!("DISTINCT or ALL inside {display}()")));
+                }
+                if !list.clauses.is_empty() {
+                    return Err(unsupported(format!("clauses inside {display}()")));
+                }
+                let mut args = Vec::new();
+                let mut star = false;
+                for arg in &list.args {
+                    match arg {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => args.push(e),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => star = true,
+                        _ => {
+                            return Err(unsupported(format!(
+                                "named or qualified arguments to {display}"
+                            )));
+                        }
+                    }
+                }
+                (args, star)
+            }
+        };
+        let ns = namespace.as_deref();
+        if let Some(aggregate) = self.registry.aggregate(ns, &name).map_err(invalid)? {
+            if !place.allows_aggregates() {
+                return Err(invalid(format!(
+                    "aggregate {display}() is not allowed in {}",
+                    place.name()
+                )));
+            }
+            if star && (!args.is_empty() || display != "count") {
+                return Err(invalid(format!(
+                    "{display}(*) is not valid; only COUNT(*) takes *"
+                )));
+            }
+            if !star && !aggregate.arity().accepts(args.len())
+                || (display == "count" && !star && args.is_empty())
+            {
+                return Err(invalid(format!(
+                    "{display}() takes {} arguments, got {}",
+                    aggregate.arity().describe(),
+                    args.len()
+                )));
+            }
+            let args = args
+                .into_iter()
+                .map(|a| self.expr(a, Place::AggregateArg, items))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.aggregates.push(AggregateCall {
+                function: aggregate,
+                args,
+            });
+            return Ok(Expr::AggResult(self.aggregates.len() - 1));
+        }
+        if star {
+            return Err(invalid(format!(
+                "{display}(*) is not valid; only COUNT(*) takes *"
+            )));
+        }
+        let Some(scalar) = self.registry.scalar(ns, &name).map_err(invalid)? else {
+            return Err(invalid(match ns {
+                None => format!(
+                    "unknown function {display}: built-ins are length, lower, upper, substr, starts_with, coalesce, count, sum, min, max, avg; plugin functions are called as plugin.function(...)"
+                ),
+                Some(_) => format!("unknown function {display}"),
+            }));
+        };
+        if !scalar.arity().accepts(args.len()) {
+            return Err(invalid(format!(
+                "{display}() takes {} arguments, got {}",
+                scalar.arity().describe(),
+                args.len()
+            )));
+        }
+        let args = args
+            .into_iter()
+            .map(|a| self.expr(a, place, items))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Expr::Call {
+            function: scalar,
+            args,
+        })
+    }
+}

@@ -1,0 +1,169 @@
+//! The plan: what a query computes, as the executor runs it. Built from SQL
+//! text by [`plan()`] (see `planner.rs` and the files it leads to) and
+//! printed by EXPLAIN (`explain.rs`).
+//!
+//! Planner files, in the order a query goes through them:
+//! - `planner.rs`: the entry point: size limits, parsing, one SELECT
+//!   statement, parameters; the planner's state.
+//! - `clauses.rs`: SELECT, FROM, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT;
+//!   the dialect checks that refuse what ebb does not run.
+//! - `lower.rs`: SQL expressions to [`Expr`]: operators, columns and
+//!   aliases, literals and parameters.
+//! - `calls.rs`: function calls resolved against the registry: scalar or
+//!   aggregate, arity, `COUNT(*)`.
+//! - `grouping.rs`: an aggregate query's outputs rewritten over groups.
+
+mod calls;
+mod clauses;
+mod explain;
+mod grouping;
+mod lower;
+mod planner;
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::analysis::KeyRanges;
+use crate::expr::{Column, Expr};
+use crate::functions::AggregateFunction;
+use crate::value::SqlType;
+
+pub use planner::plan;
+
+/// A result column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputColumn {
+    /// Alias, column name, or the expression's text.
+    pub name: String,
+    /// Static type (`any` when known only at run time).
+    pub sql_type: SqlType,
+}
+
+/// An aggregate call with its row-level arguments.
+#[derive(Debug, Clone)]
+pub struct AggregateCall {
+    /// The function.
+    pub function: Arc<dyn AggregateFunction>,
+    /// Arguments, evaluated per record (none for `COUNT(*)`).
+    pub args: Vec<Expr>,
+}
+
+impl fmt::Display for AggregateCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.args.is_empty() {
+            return write!(f, "{}(*)", self.function.name());
+        }
+        let args: Vec<String> = self.args.iter().map(ToString::to_string).collect();
+        write!(f, "{}({})", self.function.name(), args.join(", "))
+    }
+}
+
+/// A sort key.
+#[derive(Debug, Clone)]
+pub struct SortKey {
+    /// The expression (over records for row queries, over groups for aggregates).
+    pub expr: Expr,
+    /// `DESC`.
+    pub descending: bool,
+}
+
+/// What the query computes.
+#[derive(Debug, Clone)]
+pub enum Shape {
+    /// One output row per matching record.
+    Rows {
+        /// Output expressions over the record.
+        projection: Vec<Expr>,
+    },
+    /// One output row per group (one group when there is no GROUP BY).
+    Aggregate {
+        /// GROUP BY expressions over the record.
+        group_by: Vec<Expr>,
+        /// Aggregates computed per group.
+        aggregates: Vec<AggregateCall>,
+        /// HAVING over the group (`GroupKey`/`AggResult` references).
+        having: Option<Expr>,
+        /// Output expressions over the group.
+        projection: Vec<Expr>,
+    },
+}
+
+/// A validated query plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The table (lower-case).
+    pub table: String,
+    /// Keys the query can touch.
+    pub ranges: KeyRanges,
+    /// WHERE conjuncts expressed by `ranges` (for EXPLAIN).
+    pub pushed: Vec<String>,
+    /// What is evaluated per record in range.
+    pub filter: Option<Expr>,
+    /// Rows or aggregate.
+    pub shape: Shape,
+    /// Result columns.
+    pub columns: Vec<OutputColumn>,
+    /// ORDER BY keys; empty means key order.
+    pub order_by: Vec<SortKey>,
+    /// LIMIT.
+    pub limit: Option<u64>,
+    /// OFFSET.
+    pub offset: u64,
+    /// `EXPLAIN` was asked for.
+    pub explain: bool,
+}
+
+impl Plan {
+    /// Every expression of the plan: filter, projections, grouping, HAVING,
+    /// aggregate arguments, ORDER BY.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        let mut exprs: Vec<&Expr> = self.filter.iter().collect();
+        match &self.shape {
+            Shape::Rows { projection } => exprs.extend(projection),
+            Shape::Aggregate {
+                group_by,
+                aggregates,
+                having,
+                projection,
+            } => {
+                exprs.extend(group_by);
+                exprs.extend(having);
+                exprs.extend(projection);
+                for aggregate in aggregates {
+                    exprs.extend(&aggregate.args);
+                }
+            }
+        }
+        exprs.extend(self.order_by.iter().map(|k| &k.expr));
+        exprs
+    }
+
+    /// Names of the plugin functions the query calls, each once.
+    pub fn plugin_calls(&self) -> Vec<String> {
+        let mut calls: Vec<String> = self
+            .exprs()
+            .into_iter()
+            .flat_map(Expr::plugin_calls)
+            .collect();
+        if let Shape::Aggregate { aggregates, .. } = &self.shape {
+            calls.extend(
+                aggregates
+                    .iter()
+                    .filter(|a| a.function.is_plugin())
+                    .map(|a| a.function.name().to_string()),
+            );
+        }
+        calls.sort();
+        calls.dedup();
+        calls
+    }
+
+    /// Whether any expression reads the record's `value` column.
+    pub fn reads_value(&self) -> bool {
+        let mut reads = false;
+        for expr in self.exprs() {
+            expr.walk(&mut |e| reads |= matches!(e, Expr::Column(Column::Value)));
+        }
+        reads
+    }
+}
