@@ -139,7 +139,11 @@ fn usage_errors_exit_2_and_unreachable_servers_exit_1() {
         None,
     );
     assert_eq!(bad_ttl.status.code(), Some(2));
-    assert!(stderr(&bad_ttl).contains("no unit"), "{}", stderr(&bad_ttl));
+    assert!(
+        stderr(&bad_ttl).contains("time unit needed") && stderr(&bad_ttl).contains("500ms"),
+        "says what is missing and what to write: {}",
+        stderr(&bad_ttl)
+    );
     // Port 9 (discard) on loopback: nothing listens there.
     let unreachable = ebb("http://127.0.0.1:9", &["get", "t", "k"], None);
     assert_eq!(unreachable.status.code(), Some(1));

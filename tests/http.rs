@@ -292,8 +292,15 @@ fn health_and_metrics_describe_the_node() {
     assert_eq!(health["status"], "ok");
     assert_eq!(health["fragment_count"], 4);
     assert_eq!(health["fragments"].as_array().unwrap().len(), 4);
-    assert_eq!(health["fragments"][0]["running_workers"], 4);
-    assert_eq!(health["fragments"][0]["pools"][0]["pool"], "high");
+    assert_eq!(health["fragments"][0]["running_workers"], 2);
+    let pools = health["fragments"][0]["pools"].as_array().unwrap();
+    let names: Vec<_> = pools.iter().map(|p| p["pool"].as_str().unwrap()).collect();
+    assert_eq!(names, ["high", "background"], "no default pool");
+    assert_eq!(pools[0]["workers"], 2);
+    assert_eq!(
+        pools[1]["workers"], 0,
+        "background admits; it has no workers"
+    );
 
     let metrics = call("GET", &format!("{}/metrics", server.url), &[], None);
     assert!(
@@ -309,6 +316,7 @@ fn health_and_metrics_describe_the_node() {
         r#"ebb_http_request_duration_seconds_count{route="/v1/tables/{table}/keys/{key}"} 2"#,
         r#"ebb_fragment_queue_depth{fragment="0",pool="high"} 0"#,
         r#"ebb_fragment_shed_total{fragment="3",pool="background"} 0"#,
+        r#"ebb_fragment_queue_depth{fragment="0",pool="background"} 0"#,
         "ebb_flush_backlog_records{fragment=\"0\"}",
         "ebb_flush_duration_seconds_bucket{fragment=\"0\",le=\"+Inf\"}",
         "ebb_store_errors_total{fragment=\"0\"} 0",
@@ -316,6 +324,10 @@ fn health_and_metrics_describe_the_node() {
     ] {
         assert!(text.contains(expected), "metrics lack {expected}:\n{text}");
     }
+    assert!(
+        !text.contains(r#"pool="default""#),
+        "no default pool:\n{text}"
+    );
     assert_eq!(server.stop(), 0);
 }
 

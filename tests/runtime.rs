@@ -245,8 +245,8 @@ async fn killed_children_restart_in_place_and_the_fragment_keeps_serving() {
     let health = node.health().await;
     let fragment = health.fragments[0].as_ref().unwrap();
     assert_eq!(
-        fragment.running_workers, 4,
-        "the restarted dispatcher started its pools"
+        fragment.running_workers, 2,
+        "the restarted dispatcher started the high pool's workers"
     );
     assert!(health.is_healthy(), "{health:?}");
     for key in &keys {
@@ -309,12 +309,25 @@ async fn a_flood_beyond_the_queue_is_shed_explicitly_and_nothing_admitted_is_los
         assert!(error.to_string().contains("retry"), "{error}");
     }
     let health = node.health().await;
-    let counted: u64 = health
-        .fragments
-        .iter()
-        .map(|f| f.as_ref().unwrap().pools[0].shed)
-        .sum();
-    assert_eq!(counted, shed as u64, "every shed operation is counted");
+    let counted = |pool: &str| -> u64 {
+        health
+            .fragments
+            .iter()
+            .flat_map(|f| &f.as_ref().unwrap().pools)
+            .filter(|p| p.pool == pool)
+            .map(|p| p.shed)
+            .sum()
+    };
+    assert_eq!(
+        counted("high"),
+        shed as u64,
+        "every shed operation is counted"
+    );
+    assert_eq!(
+        counted("background"),
+        0,
+        "writes are shed in their own pool"
+    );
     for (i, result) in results.iter().enumerate() {
         let visible = t.get(&key_of(i)).await.unwrap().is_some();
         assert_eq!(
@@ -394,5 +407,104 @@ async fn a_failed_shutdown_loses_nothing_and_can_be_retried() {
     let store: Arc<dyn KvStore> = store;
     let node = Node::open_with_store(config(), store).await.unwrap();
     assert_eq!(node.boot_stats().records, 100);
+    node.shutdown().await.unwrap();
+}
+
+/// `test.hold(x)`: a native scalar that blocks its query thread until
+/// released, so a page can be kept holding its background permit.
+#[derive(Debug, Default)]
+struct Hold {
+    entered: std::sync::atomic::AtomicUsize,
+    released: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl Hold {
+    fn release(&self) {
+        *self.released.lock().unwrap() = true;
+        self.wake.notify_all();
+    }
+}
+
+impl ebb_query::ScalarFunction for Hold {
+    fn name(&self) -> &str {
+        "test.hold"
+    }
+    fn arity(&self) -> ebb_query::Arity {
+        ebb_query::Arity::Exact(1)
+    }
+    fn call(
+        &self,
+        args: &[Vec<ebb_query::Value>],
+        _rows: usize,
+    ) -> Result<Vec<ebb_query::Value>, ebb_query::FunctionError> {
+        self.entered
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let released = self.released.lock().unwrap();
+        let _released = self
+            .wake
+            .wait_timeout_while(released, Duration::from_secs(10), |released| !*released)
+            .unwrap();
+        Ok(args[0].clone())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_page_beyond_the_background_capacity_is_shed_and_counted() {
+    let (_, node) = memory_node(config().fragments(1).background_capacity(1)).await;
+    let hold = Arc::new(Hold::default());
+    node.register_scalar("test", "hold", hold.clone()).unwrap();
+    let t = node.table("t").unwrap();
+    t.put("k", "v", PutOptions::default()).await.unwrap();
+    let query = |sql: &str| {
+        let node = node.clone();
+        let request = ebb_host::QueryRequest {
+            sql: Some(sql.into()),
+            ..Default::default()
+        };
+        async move { node.query(request).await }
+    };
+    let pool = |health: &ebb_host::NodeHealth, name: &str| {
+        let fragment = health.fragments[0].as_ref().unwrap();
+        let pool = fragment.pools.iter().find(|p| p.pool == name).unwrap();
+        (pool.workers, pool.queued, pool.capacity, pool.shed)
+    };
+
+    // The first query's page holds the fragment's only background slot.
+    let held = tokio::spawn(query("SELECT test.hold(value) FROM t"));
+    eventually("the held page to run", async || {
+        hold.entered.load(std::sync::atomic::Ordering::SeqCst) > 0
+    })
+    .await;
+    let health = node.health().await;
+    assert_eq!(
+        pool(&health, "background"),
+        (0, 1, 1, 0),
+        "no workers; the page holds its permit while it runs"
+    );
+
+    let error = query("SELECT key FROM t").await.unwrap_err();
+    assert!(
+        matches!(&error, ebb_host::QueryError::Overloaded(message)
+            if message.contains("background") && message.contains("retry")),
+        "{error}"
+    );
+    let health = node.health().await;
+    assert_eq!(pool(&health, "background").3, 1, "the shed page is counted");
+    assert_eq!(pool(&health, "high").3, 0, "in its own pool");
+    assert!(
+        health.is_healthy(),
+        "a background pool without workers is healthy"
+    );
+
+    hold.release();
+    let output = held.await.unwrap().unwrap();
+    assert_eq!(output.rows.len(), 1);
+    assert_eq!(
+        pool(&node.health().await, "background").1,
+        0,
+        "a finished page frees its slot"
+    );
+    assert_eq!(query("SELECT key FROM t").await.unwrap().rows.len(), 1);
     node.shutdown().await.unwrap();
 }

@@ -1,23 +1,25 @@
-//! The dispatcher: owns the worker pools and routes each operation to a
-//! worker of its priority, sticky by key.
+//! The dispatcher: owns the `high` pool's worker actors and routes each
+//! admitted write to one of them, sticky by key.
 
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
 
-use super::pool::Priority;
 use super::runtime::FragmentShared;
 use super::worker::{Operation, Worker};
 
 /// The dispatcher actor. Workers are linked to it: a dead worker is
-/// restarted in its slot (counted as `worker-<pool>-<slot>`); when the
+/// restarted in its slot (counted as `worker-high-<slot>`); when the
 /// dispatcher stops, it drains its workers first so admitted operations finish.
+///
+/// Only writes reach it: the `background` pool admits query pages, which run
+/// on the query threads, so it has no workers here.
 pub(crate) struct Dispatcher;
 
-/// Worker refs by pool, in [`Priority::ALL`] order.
+/// The `high` pool's worker refs, by slot.
 pub(crate) struct DispatcherState {
     shared: Arc<FragmentShared>,
-    pools: [Vec<ActorRef<Operation>>; 3],
+    workers: Vec<ActorRef<Operation>>,
 }
 
 impl Dispatcher {
@@ -41,23 +43,21 @@ impl Actor for Dispatcher {
         myself: ActorRef<Self::Msg>,
         shared: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let mut pools: [Vec<ActorRef<Operation>>; 3] = Default::default();
-        for priority in Priority::ALL {
-            let workers = shared.config.pool(priority).workers.max(1);
-            for _ in 0..workers {
-                match Self::spawn_worker(&myself, &shared).await {
-                    Ok(worker) => pools[priority as usize].push(worker),
-                    Err(error) => {
-                        // Roll back the workers already started.
-                        for worker in pools.iter().flatten() {
-                            worker.stop(None);
-                        }
-                        return Err(error);
+        let count = shared.config.high_pool.workers.max(1);
+        let mut workers = Vec::with_capacity(count);
+        for _ in 0..count {
+            match Self::spawn_worker(&myself, &shared).await {
+                Ok(worker) => workers.push(worker),
+                Err(error) => {
+                    // Roll back the workers already started.
+                    for worker in &workers {
+                        worker.stop(None);
                     }
+                    return Err(error);
                 }
             }
         }
-        Ok(DispatcherState { shared, pools })
+        Ok(DispatcherState { shared, workers })
     }
 
     async fn post_stop(
@@ -65,10 +65,10 @@ impl Actor for Dispatcher {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        for worker in state.pools.iter().flatten() {
+        for worker in &state.workers {
             let _ = worker.get_cell().drain();
         }
-        for worker in state.pools.iter().flatten() {
+        for worker in &state.workers {
             let _ = worker.get_cell().wait(None).await;
         }
         Ok(())
@@ -80,8 +80,8 @@ impl Actor for Dispatcher {
         operation: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let pool = &state.pools[operation.permit.priority() as usize];
-        let worker = &pool[(operation.route % pool.len() as u64) as usize];
+        let workers = &state.workers;
+        let worker = &workers[(operation.route % workers.len() as u64) as usize];
         // A dead worker's slot is refilled on its supervision event; an
         // operation sent meanwhile is dropped with its reply, which its
         // caller sees as an interrupted operation, never as success.
@@ -103,20 +103,17 @@ impl Actor for Dispatcher {
         if myself.get_status() != ActorStatus::Running {
             return Ok(());
         }
-        for priority in Priority::ALL {
-            let slot = state.pools[priority as usize]
-                .iter()
-                .position(|worker| worker.get_id() == dead.get_id());
-            if let Some(slot) = slot {
-                if let SupervisionEvent::ActorFailed(_, error) = &event {
-                    tracing::warn!(fragment = state.shared.state.id(), pool = priority.name(), slot, %error, "worker failed; restarting");
-                }
-                let worker = Self::spawn_worker(&myself, &state.shared).await?;
-                state.pools[priority as usize][slot] = worker;
-                state
-                    .shared
-                    .count_restart(&format!("worker-{}-{slot}", priority.name()));
+        let slot = state
+            .workers
+            .iter()
+            .position(|worker| worker.get_id() == dead.get_id());
+        if let Some(slot) = slot {
+            if let SupervisionEvent::ActorFailed(_, error) = &event {
+                tracing::warn!(fragment = state.shared.state.id(), pool = "high", slot, %error, "worker failed; restarting");
             }
+            let worker = Self::spawn_worker(&myself, &state.shared).await?;
+            state.workers[slot] = worker;
+            state.shared.count_restart(&format!("worker-high-{slot}"));
         }
         Ok(())
     }

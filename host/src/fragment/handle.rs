@@ -68,8 +68,10 @@ impl Fragment {
         Ok(outcome)
     }
 
-    /// A slot in the `Background` pool for work that runs elsewhere (plugin
-    /// pages on the blocking pool); the slot is held until the permit drops.
+    /// A slot in the `background` pool for a query page, which runs on a
+    /// query thread, not on this fragment's workers; the slot is held until
+    /// the permit drops. Fails with [`SubmitError::Shed`] (counted) when the
+    /// pool's capacity is reached.
     pub(crate) fn admit_background(&self) -> Result<Permit, SubmitError> {
         Ok(self.shared.admission.admit(Priority::Background)?)
     }

@@ -11,9 +11,10 @@ use super::runtime::FragmentShared;
 /// One pool's numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolHealth {
-    /// `high`, `default` or `background`.
+    /// `high` or `background`.
     pub pool: &'static str,
-    /// Configured workers.
+    /// Configured worker actors: those of `high`; 0 for `background`, whose
+    /// admitted query pages run on the query threads.
     pub workers: usize,
     /// Operations admitted and not finished.
     pub queued: usize,
@@ -28,7 +29,7 @@ pub struct PoolHealth {
 pub struct FragmentHealth {
     /// The fragment.
     pub fragment: u32,
-    /// Worker actors observed running.
+    /// Worker actors observed running (the `high` pool's).
     pub running_workers: usize,
     /// Restarts per child (`dispatcher`, `cleaner`, `snapshotter`,
     /// `worker-<pool>-<slot>`).
@@ -49,15 +50,15 @@ impl FragmentHealth {
             .count();
         let pools = Priority::ALL
             .iter()
-            .map(|&priority| {
-                let config = shared.config.pool(priority);
-                PoolHealth {
-                    pool: priority.name(),
-                    workers: config.workers,
-                    queued: shared.admission.queued(priority),
-                    capacity: config.capacity,
-                    shed: shared.admission.shed(priority),
-                }
+            .map(|&priority| PoolHealth {
+                pool: priority.name(),
+                workers: match priority {
+                    Priority::High => shared.config.high_pool.workers.max(1),
+                    Priority::Background => 0,
+                },
+                queued: shared.admission.queued(priority),
+                capacity: shared.admission.capacity(priority),
+                shed: shared.admission.shed(priority),
             })
             .collect();
         Self {
@@ -71,7 +72,7 @@ impl FragmentHealth {
 
     /// Healthy: every worker runs and the store accepts writes.
     pub fn is_healthy(&self) -> bool {
-        let expected: usize = self.pools.iter().map(|p| p.workers.max(1)).sum();
+        let expected: usize = self.pools.iter().map(|p| p.workers).sum();
         self.running_workers == expected && self.flush.last_error.is_none()
     }
 }

@@ -1,30 +1,32 @@
-//! Worker pool priorities, bounded admission and counted shedding.
+//! Pool priorities, bounded admission and counted shedding.
+//!
+//! Two pools per fragment. `high` admits client writes, which its worker
+//! actors apply. `background` admits query pages, which run on the node's
+//! query threads, not on worker actors: the pool is admission only (a
+//! capacity and a shed count), so it has no workers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::error::Shed;
 
-/// Which pool an operation runs in.
+/// Which pool admits an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Priority {
-    /// Point reads and writes from clients.
+    /// Client writes, applied by the fragment's worker actors.
     High,
-    /// Everything else from clients.
-    Default,
-    /// Scans and expiry work.
+    /// Query pages, run on the query threads while they hold the permit.
     Background,
 }
 
 impl Priority {
     /// All priorities, in pool order.
-    pub(crate) const ALL: [Priority; 3] = [Priority::High, Priority::Default, Priority::Background];
+    pub(crate) const ALL: [Priority; 2] = [Priority::High, Priority::Background];
 
     /// Short name used in health, metrics and errors.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Priority::High => "high",
-            Priority::Default => "default",
             Priority::Background => "background",
         }
     }
@@ -34,7 +36,7 @@ impl Priority {
     }
 }
 
-/// Size of one worker pool.
+/// Size of the `high` pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolConfig {
     /// Worker actors in the pool (at least 1).
@@ -53,11 +55,12 @@ struct Gauge {
 
 /// Bounded admission to a fragment's pools. Every admitted operation holds a
 /// [`Permit`] until it finishes (or is dropped with a dead worker), so the
-/// bound covers the dispatcher's and the workers' mailboxes together.
+/// bound covers the dispatcher's and the workers' mailboxes together (for
+/// `high`) or the wait for and the run on a query thread (for `background`).
 #[derive(Debug)]
 pub(crate) struct Admission {
     fragment: u32,
-    gauges: [Gauge; 3],
+    gauges: [Gauge; 2],
 }
 
 /// Proof of admission; releases its slot when dropped.
@@ -75,16 +78,9 @@ impl Drop for Permit {
     }
 }
 
-impl Permit {
-    /// The pool this permit belongs to.
-    pub(crate) fn priority(&self) -> Priority {
-        self.priority
-    }
-}
-
 impl Admission {
     /// Admission for `fragment` with one capacity per pool, in [`Priority::ALL`] order.
-    pub(crate) fn new(fragment: u32, capacities: [usize; 3]) -> Arc<Self> {
+    pub(crate) fn new(fragment: u32, capacities: [usize; 2]) -> Arc<Self> {
         let gauge = |capacity: usize| Gauge {
             queued: AtomicUsize::new(0),
             shed: AtomicU64::new(0),
@@ -115,6 +111,11 @@ impl Admission {
         })
     }
 
+    /// Capacity of a pool.
+    pub(crate) fn capacity(&self, priority: Priority) -> usize {
+        self.gauges[priority.index()].capacity
+    }
+
     /// Operations admitted and not finished, per pool.
     pub(crate) fn queued(&self, priority: Priority) -> usize {
         self.gauges[priority.index()].queued.load(Ordering::Acquire)
@@ -131,8 +132,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn admission_is_bounded_and_shedding_is_counted() {
-        let admission = Admission::new(3, [2, 1, 1]);
+    fn admission_is_bounded_and_shedding_is_counted_per_pool() {
+        let admission = Admission::new(3, [2, 1]);
         let a = admission.admit(Priority::High).unwrap();
         let _b = admission.admit(Priority::High).unwrap();
         let shed = admission.admit(Priority::High).unwrap_err();
@@ -146,10 +147,25 @@ mod tests {
         );
         assert_eq!(admission.shed(Priority::High), 1);
         assert_eq!(admission.queued(Priority::High), 2);
-        assert!(
-            admission.admit(Priority::Default).is_ok(),
-            "pools are independent"
+
+        let page = admission
+            .admit(Priority::Background)
+            .expect("pools are independent");
+        let shed = admission.admit(Priority::Background).unwrap_err();
+        assert_eq!(
+            shed,
+            Shed {
+                fragment: 3,
+                pool: "background",
+                capacity: 1
+            }
         );
+        assert_eq!(admission.shed(Priority::Background), 1);
+        assert_eq!(admission.shed(Priority::High), 1, "counted in its own pool");
+        drop(page);
+        assert_eq!(admission.queued(Priority::Background), 0);
+        assert!(admission.admit(Priority::Background).is_ok());
+
         drop(a);
         assert!(
             admission.admit(Priority::High).is_ok(),

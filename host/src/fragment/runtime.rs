@@ -8,26 +8,22 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use ractor::ActorRef;
 
-use super::pool::{Admission, PoolConfig, Priority};
+use super::pool::{Admission, PoolConfig};
 use super::state::FragmentState;
 use super::worker::Operation;
 
 /// Settings of one fragment's runtime.
 #[derive(Debug, Clone)]
 pub(crate) struct FragmentConfig {
-    /// Pools in [`Priority::ALL`] order.
-    pub(crate) pools: [PoolConfig; 3],
+    /// The `high` pool: worker actors and admission capacity for writes.
+    pub(crate) high_pool: PoolConfig,
+    /// Capacity of the `background` pool (admission only: the query pages
+    /// it admits run on the query threads).
+    pub(crate) background_capacity: usize,
     /// The snapshotter flushes buffered writes this often.
     pub(crate) flush_interval: Duration,
     /// The cleaner sweeps at least this often, besides waking at deadlines.
     pub(crate) clean_interval: Duration,
-}
-
-impl FragmentConfig {
-    /// The pool of `priority`.
-    pub(crate) fn pool(&self, priority: Priority) -> PoolConfig {
-        self.pools[priority as usize]
-    }
 }
 
 /// Shared by the supervisor, its children and the node's handle. Children
@@ -47,7 +43,7 @@ pub(crate) struct FragmentShared {
 impl FragmentShared {
     /// Shared state for a fragment about to start.
     pub(crate) fn new(state: Arc<FragmentState>, config: FragmentConfig) -> Arc<Self> {
-        let capacities = config.pools.map(|pool| pool.capacity);
+        let capacities = [config.high_pool.capacity, config.background_capacity];
         Arc::new(Self {
             admission: Admission::new(state.id(), capacities),
             state,

@@ -1,4 +1,4 @@
-//! Worker actors: apply admitted writes to the fragment state.
+//! Worker actors of the `high` pool: apply admitted writes to the fragment state.
 
 use std::sync::Arc;
 
@@ -37,7 +37,7 @@ pub(crate) struct Operation {
     pub(crate) write: Write,
     /// Hash of the key; picks the worker, so one key's operations stay in order.
     pub(crate) route: u64,
-    /// Admission slot in the pool the operation was admitted to.
+    /// Admission slot in the `high` pool.
     pub(crate) permit: Permit,
 }
 

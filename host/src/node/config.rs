@@ -40,12 +40,13 @@ pub struct NodeConfig {
     /// The cleaner sweeps at least this often besides waking at deadlines.
     /// Default 1 s.
     pub clean_interval: Duration,
-    /// Client point operations. Default 2 workers, 4096 queued.
+    /// Client writes, per fragment: worker actors that apply them and
+    /// writes admitted at once. Default 2 workers, 4096 queued.
     pub high_pool: PoolConfig,
-    /// Other client work. Default 1 worker, 1024 queued.
-    pub default_pool: PoolConfig,
-    /// Scans and expiry work. Default 1 worker, 256 queued.
-    pub background_pool: PoolConfig,
+    /// Query pages admitted at once per fragment (waiting for or running on
+    /// a query thread); one more is shed with `QueryError::Overloaded`.
+    /// Admission only: the pages run on the query threads. Default 256.
+    pub background_capacity: usize,
     /// SQL budgets and page sizes.
     pub query: QueryBudgets,
     /// Plugin sandbox limits.
@@ -68,14 +69,7 @@ impl Default for NodeConfig {
                 workers: 2,
                 capacity: 4096,
             },
-            default_pool: PoolConfig {
-                workers: 1,
-                capacity: 1024,
-            },
-            background_pool: PoolConfig {
-                workers: 1,
-                capacity: 256,
-            },
+            background_capacity: 256,
             query: QueryBudgets::default(),
             plugins: PluginLimits::default(),
             expiry: ExpiryConfig::default(),
@@ -121,9 +115,15 @@ impl NodeConfig {
         self
     }
 
-    /// Set the client point-operation pool.
+    /// Set the client write pool.
     pub fn high_pool(mut self, pool: PoolConfig) -> Self {
         self.high_pool = pool;
+        self
+    }
+
+    /// Set how many query pages a fragment admits at once.
+    pub fn background_capacity(mut self, capacity: usize) -> Self {
+        self.background_capacity = capacity;
         self
     }
 
@@ -165,16 +165,16 @@ impl NodeConfig {
                 "flush_interval and clean_interval must be at least 1 ms".into(),
             ));
         }
-        for (name, pool) in [
-            ("high_pool", self.high_pool),
-            ("default_pool", self.default_pool),
-            ("background_pool", self.background_pool),
-        ] {
-            if pool.workers == 0 || pool.capacity == 0 || pool.workers > 64 {
-                return Err(ConfigError(format!(
-                    "{name} needs 1 to 64 workers and a capacity of at least 1"
-                )));
-            }
+        if self.high_pool.workers == 0
+            || self.high_pool.capacity == 0
+            || self.high_pool.workers > 64
+        {
+            return Err(ConfigError(
+                "high_pool needs 1 to 64 workers and a capacity of at least 1".into(),
+            ));
+        }
+        if self.background_capacity == 0 {
+            return Err(ConfigError("background_capacity must be at least 1".into()));
         }
         for (name, deadline) in [
             ("plugin query_deadline", self.plugins.query_deadline),
@@ -224,6 +224,24 @@ mod tests {
             assert_eq!(error.0, format!("plugin threads is {bad}; use 1 to 256"));
         }
         config.plugins.threads = 256;
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn pools_need_workers_and_capacity() {
+        let mut config = NodeConfig::new("unused");
+        config.high_pool.workers = 0;
+        assert!(config.validate().unwrap_err().0.contains("high_pool"));
+        config.high_pool.workers = 2;
+        config.background_capacity = 0;
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .0
+                .contains("background_capacity")
+        );
+        config.background_capacity = 1;
         config.validate().unwrap();
     }
 }

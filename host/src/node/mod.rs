@@ -159,11 +159,8 @@ impl Node {
         };
         let committer = Arc::new(Committer::start(store.clone())?);
         let fragment_config = FragmentConfig {
-            pools: [
-                config.high_pool,
-                config.default_pool,
-                config.background_pool,
-            ],
+            high_pool: config.high_pool,
+            background_capacity: config.background_capacity,
             flush_interval: config.flush_interval,
             clean_interval: config.clean_interval,
         };
@@ -307,7 +304,7 @@ impl Node {
 
     /// Register a native scalar function callable in SQL as
     /// `namespace.name(...)` (replacing one of that name). Natives run
-    /// in-process, unsandboxed, on the fragments' background workers, and
+    /// in-process, unsandboxed, on the query threads, and
     /// shadow a plugin function of the same qualified name.
     pub fn register_scalar(
         &self,
