@@ -26,18 +26,25 @@ struct Crate {
 
 impl Crate {
     fn read(src: &Path) -> Crate {
-        let mut krate = Crate { files: Vec::new(), by_module: BTreeMap::new() };
+        let mut krate = Crate {
+            files: Vec::new(),
+            by_module: BTreeMap::new(),
+        };
         krate.load(src.join("lib.rs"), src.to_path_buf(), Vec::new());
         krate
     }
 
     /// Loads `file` as `module`; its children live in `dir`.
     fn load(&mut self, file: PathBuf, dir: PathBuf, module: Vec<String>) {
-        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let code = strip_test_items(&strip_comments_and_strings(&text));
         let children = child_modules(&code);
         self.by_module.insert(module.clone(), self.files.len());
-        self.files.push(SourceFile { module: module.clone(), code });
+        self.files.push(SourceFile {
+            module: module.clone(),
+            code,
+        });
         for child in children {
             let mut child_module = module.clone();
             child_module.push(child.clone());
@@ -97,10 +104,15 @@ impl Crate {
             return Some(file);
         };
         // An item re-exported by `pub use` lives in the file the re-export names.
-        for statement in use_statements(&self.files[file].code).into_iter().filter(|s| s.public) {
+        for statement in use_statements(&self.files[file].code)
+            .into_iter()
+            .filter(|s| s.public)
+        {
             for target in &statement.paths {
                 if target.alias == *item && target.path.last().map(String::as_str) != Some("self") {
-                    return self.resolve(&module, &target.path, depth + 1).or(Some(file));
+                    return self
+                        .resolve(&module, &target.path, depth + 1)
+                        .or(Some(file));
                 }
             }
         }
@@ -128,7 +140,11 @@ impl Crate {
 
     fn name(&self, index: usize) -> String {
         let module = &self.files[index].module;
-        if module.is_empty() { "lib.rs".to_string() } else { module.join("/") }
+        if module.is_empty() {
+            "lib.rs".to_string()
+        } else {
+            module.join("/")
+        }
     }
 }
 
@@ -153,17 +169,24 @@ fn use_statements(code: &str) -> Vec<UseStatement> {
         if start > 0 && is_ident_byte(bytes[start - 1]) {
             continue;
         }
-        let line_start = code[..start].rfind(['\n', ';', '{', '}']).map_or(0, |i| i + 1);
+        let line_start = code[..start]
+            .rfind(['\n', ';', '{', '}'])
+            .map_or(0, |i| i + 1);
         let prefix = code[line_start..start].trim();
         if !(prefix.is_empty() || prefix.starts_with("pub")) {
             continue;
         }
-        let Some(end) = code[at..].find(';') else { break };
+        let Some(end) = code[at..].find(';') else {
+            break;
+        };
         let body: String = code[at..at + end].split_whitespace().collect();
         at += end;
         let mut paths = Vec::new();
         expand(&body, &mut Vec::new(), &mut paths);
-        statements.push(UseStatement { public: prefix.starts_with("pub"), paths });
+        statements.push(UseStatement {
+            public: prefix.starts_with("pub"),
+            paths,
+        });
     }
     statements
 }
@@ -172,7 +195,11 @@ fn use_statements(code: &str) -> Vec<UseStatement> {
 fn expand(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Imported>) {
     let tree = tree.trim_start_matches("::");
     if let Some(open) = tree.find('{') {
-        let head: Vec<String> = tree[..open].split("::").filter(|s| !s.is_empty()).map(String::from).collect();
+        let head: Vec<String> = tree[..open]
+            .split("::")
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
         let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
         let depth = prefix.len();
         prefix.extend(head);
@@ -193,7 +220,10 @@ fn expand(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Imported>) {
     }
     let alias = if alias.is_empty() {
         match full.last().map(String::as_str) {
-            Some("self") => full.get(full.len().wrapping_sub(2)).cloned().unwrap_or_default(),
+            Some("self") => full
+                .get(full.len().wrapping_sub(2))
+                .cloned()
+                .unwrap_or_default(),
             Some(last) => last.to_string(),
             None => String::new(),
         }
@@ -239,7 +269,11 @@ fn inline_paths(code: &str) -> Vec<Vec<String>> {
             while end < bytes.len() && (is_ident_byte(bytes[end]) || bytes[end] == b':') {
                 end += 1;
             }
-            let path: Vec<String> = code[start..end].split("::").filter(|s| !s.is_empty()).map(String::from).collect();
+            let path: Vec<String> = code[start..end]
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
             paths.push(path);
         }
     }
@@ -257,7 +291,9 @@ fn child_modules(code: &str) -> Vec<String> {
         let words: Vec<&str> = statement.split_whitespace().collect();
         if let Some(at) = words.iter().position(|w| *w == "mod")
             && at + 2 == words.len()
-            && words[..at].iter().all(|w| w.starts_with("pub") || w.starts_with("#["))
+            && words[..at]
+                .iter()
+                .all(|w| w.starts_with("pub") || w.starts_with("#["))
             && code.contains(&format!("{};", statement.trim_end()))
         {
             children.push(words[at + 1].to_string());
@@ -295,7 +331,8 @@ fn strip_comments_and_strings(text: &str) -> String {
                 }
             }
             out.push(' ');
-        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !prev_is_ident(&chars, i) {
+        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !prev_is_ident(&chars, i)
+        {
             let mut j = i + 1;
             let mut hashes = 0;
             while chars.get(j) == Some(&'#') {
@@ -308,7 +345,9 @@ fn strip_comments_and_strings(text: &str) -> String {
                 continue;
             }
             j += 1;
-            let closing: String = std::iter::once('"').chain(std::iter::repeat_n('#', hashes)).collect();
+            let closing: String = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
             let closing: Vec<char> = closing.chars().collect();
             while j < chars.len() && chars[j..].iter().take(closing.len()).ne(closing.iter()) {
                 j += 1;
@@ -441,7 +480,12 @@ fn cycles<N: Ord + Copy>(edges: &BTreeMap<N, BTreeSet<N>>) -> Vec<Vec<N>> {
 }
 
 /// Every edge inside a cycle, for the failure message.
-fn describe(krate: &Crate, edges: &BTreeMap<usize, BTreeSet<usize>>, component: &[usize], name: impl Fn(usize) -> String) -> String {
+fn describe(
+    krate: &Crate,
+    edges: &BTreeMap<usize, BTreeSet<usize>>,
+    component: &[usize],
+    name: impl Fn(usize) -> String,
+) -> String {
     let members: BTreeSet<usize> = component.iter().copied().collect();
     let mut lines = Vec::new();
     for &from in component {
@@ -460,21 +504,35 @@ fn engine() -> Crate {
 #[test]
 fn engine_files_have_no_import_cycle() {
     let krate = engine();
-    assert!(krate.files.len() > 20, "read only {} files", krate.files.len());
+    assert!(
+        krate.files.len() > 20,
+        "read only {} files",
+        krate.files.len()
+    );
     let edges = krate.file_edges();
     let found = cycles(&edges);
     let report: Vec<String> = found
         .iter()
         .map(|component| describe(&krate, &edges, component, |i| krate.name(i)))
         .collect();
-    assert!(found.is_empty(), "import cycles between engine files (docs/architecture.md):\n{}", report.join("\n\n"));
+    assert!(
+        found.is_empty(),
+        "import cycles between engine files (docs/architecture.md):\n{}",
+        report.join("\n\n")
+    );
 }
 
 #[test]
 fn engine_modules_have_no_import_cycle() {
     let krate = engine();
     let file_edges = krate.file_edges();
-    let top = |i: usize| krate.files[i].module.first().cloned().unwrap_or_else(|| "lib.rs".to_string());
+    let top = |i: usize| {
+        krate.files[i]
+            .module
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "lib.rs".to_string())
+    };
     let mut edges: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
     let mut representative: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..krate.files.len() {
@@ -507,7 +565,11 @@ fn engine_modules_have_no_import_cycle() {
             lines.join("\n")
         })
         .collect();
-    assert!(found.is_empty(), "import cycles between engine modules (docs/architecture.md):\n{}", report.join("\n\n"));
+    assert!(
+        found.is_empty(),
+        "import cycles between engine modules (docs/architecture.md):\n{}",
+        report.join("\n\n")
+    );
 }
 
 #[test]
@@ -528,8 +590,15 @@ fn the_checker_reads_use_trees_and_skips_tests() {
         "use crate::a::{b::C, d as e};\n// use crate::x;\nlet s = \"crate::y\";\n#[cfg(test)]\nmod tests { use crate::z; }\npub use super::f::G;\n",
     ));
     let statements = use_statements(&code);
-    let private: Vec<Vec<String>> = statements.iter().filter(|s| !s.public).flat_map(|s| s.paths.iter().map(|p| p.path.clone())).collect();
-    assert_eq!(private, vec![vec!["crate", "a", "b", "C"], vec!["crate", "a", "d"]]);
+    let private: Vec<Vec<String>> = statements
+        .iter()
+        .filter(|s| !s.public)
+        .flat_map(|s| s.paths.iter().map(|p| p.path.clone()))
+        .collect();
+    assert_eq!(
+        private,
+        vec![vec!["crate", "a", "b", "C"], vec!["crate", "a", "d"]]
+    );
     assert_eq!(statements.iter().filter(|s| s.public).count(), 1);
     assert!(!code.contains("crate::x") && !code.contains("crate::y") && !code.contains("crate::z"));
 }
