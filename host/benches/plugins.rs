@@ -333,6 +333,7 @@ fn failed(function: &str, message: String) -> FunctionError {
         function: function.to_string(),
         message,
         plugin: false,
+        host: false,
     }
 }
 

@@ -171,6 +171,7 @@ pub fn eval_batch<R: RowSource>(
                     function: function.name().to_string(),
                     message: format!("returned {} values for {n} rows", out.len()),
                     plugin: function.is_plugin(),
+                    host: false,
                 }
                 .into());
             }

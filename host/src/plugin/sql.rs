@@ -31,6 +31,7 @@ fn arity(decl: &abi::FunctionDecl) -> Arity {
 fn sql_error(error: PluginCallError) -> FunctionError {
     FunctionError {
         function: format!("{}.{}", error.plugin, error.function),
+        host: matches!(error.cause, CallCause::NoInstance(_)),
         message: error.cause.to_string(),
         plugin: true,
     }
@@ -41,6 +42,7 @@ fn malformed(version: &PluginVersion, function: &str, what: &str) -> FunctionErr
         function: format!("{}.{function}", version.name),
         message: format!("returned a malformed response: {what}"),
         plugin: true,
+        host: false,
     }
 }
 

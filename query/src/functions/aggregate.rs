@@ -42,6 +42,7 @@ fn error(function: &str, message: &str) -> FunctionError {
         function: function.to_string(),
         message: message.to_string(),
         plugin: false,
+        host: false,
     }
 }
 

@@ -57,6 +57,7 @@ impl From<QueryError> for ApiError {
             QueryError::Timeout(_) => {
                 ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", message)
             }
+            QueryError::Function(f) if f.host => ApiError::unavailable("overloaded", message),
             QueryError::Function(f) if f.plugin => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_error", message)
             }
@@ -264,8 +265,15 @@ mod tests {
                 function: "f".into(),
                 message: "failed".into(),
                 plugin,
+                host: false,
             })
         };
+        let no_instance = QueryError::Function(FunctionError {
+            function: "f".into(),
+            message: "could not get an instance".into(),
+            plugin: true,
+            host: true,
+        });
         let cases: Vec<(QueryError, u16, &str)> = vec![
             (
                 QueryError::InvalidRequest("bad".into()),
@@ -299,6 +307,7 @@ mod tests {
             (QueryError::Timeout(Duration::ZERO), 504, "timeout"),
             (function(true), 422, "plugin_error"),
             (function(false), 400, "invalid_request"),
+            (no_instance, 503, "overloaded"),
             (QueryError::Overloaded("full".into()), 503, "overloaded"),
             (QueryError::ShuttingDown, 503, "shutting_down"),
             (QueryError::Cancelled, 503, "unavailable"),
