@@ -14,9 +14,10 @@ use sha2::{Digest, Sha256};
 use wasmtime::Module;
 
 use super::error::ArtifactRejected;
-use super::error::{CallCause, PluginCallError, PluginError, PluginInvalid};
+use super::error::{CallCause, EngineError, PluginCallError, PluginError, PluginInvalid};
+use super::instance::PluginInstance;
 use super::kind::NotAHandler;
-use super::runtime::{Artifact, PluginInstance, PluginRuntime};
+use super::runtime::{Artifact, PluginRuntime};
 use crate::clock::now_ms;
 use crate::store::{Family, KvStore};
 
@@ -361,7 +362,10 @@ impl PluginRegistry {
                 continue;
             };
             let manifest = abi::Manifest::decode(manifest.as_slice()).map_err(|e| {
-                PluginError::Engine(format!("stored manifest of {name} is corrupt: {e}"))
+                PluginError::Engine(EngineError::CorruptManifest {
+                    plugin: name.clone(),
+                    reason: e.to_string(),
+                })
             })?;
             let loaded = match blobs.get("artifact") {
                 Some(artifact) => {
@@ -476,10 +480,7 @@ impl PluginRegistry {
         }
         let compiled = self.runtime.compile(&name, bytes)?;
         check(&compiled.manifest)?;
-        let artifact = self
-            .runtime
-            .serialize_artifact(&compiled.module)
-            .map_err(PluginError::Engine)?;
+        let artifact = self.runtime.serialize_artifact(&compiled.module)?;
         let mut plugins = self.plugins.write();
         let previous = plugins.get(&name);
         if let Some(previous) = previous
