@@ -12,6 +12,7 @@ pub mod registry;
 pub mod runtime;
 pub mod sql;
 pub mod threads;
+pub mod version;
 
 pub use error::{
     ArtifactRejected, CallCause, EngineError, PluginCallError, PluginError, PluginInvalid,
@@ -19,5 +20,6 @@ pub use error::{
 pub use instance::PluginInstance;
 pub use kind::{NotAHandler, is_expiry_handler};
 pub use limits::{PluginLimits, pool_capacity};
-pub use registry::{Installed, PluginRegistry, PluginVersion, VersionInfo};
+pub use registry::{Installed, PluginRegistry};
 pub use runtime::{Artifact, PluginRuntime};
+pub use version::{FunctionMetrics, PluginVersion, VersionInfo};

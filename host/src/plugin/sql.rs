@@ -13,7 +13,8 @@ use ebb_query::{
 
 use super::encode;
 use super::error::PluginCallError;
-use super::registry::{PluginRegistry, PluginVersion};
+use super::registry::PluginRegistry;
+use super::version::PluginVersion;
 use ebb_proto::wire::{self, Reader, WIRE_LEN};
 
 use super::error::CallCause;
@@ -122,7 +123,7 @@ fn scalar_values(bytes: &[u8], n: usize) -> Result<Vec<Value>, CallCause> {
         _ => None,
     };
     let Some(body) = body else {
-        return match super::registry::response(bytes)?.result {
+        return match super::version::response(bytes)?.result {
             Some(abi::call_response::Result::Scalar(result)) if result.values.len() == n => result
                 .values
                 .iter()
@@ -519,7 +520,7 @@ mod tests {
 
             #[test]
             fn any_aggregate_answer_is_a_state_a_value_or_a_typed_error(bytes in response_bytes()) {
-                match crate::plugin::registry::response(&bytes) {
+                match crate::plugin::version::response(&bytes) {
                     Ok(response) => match response.result {
                         Some(abi::call_response::Result::Value(value)) => {
                             let read = from_proto(&value);
