@@ -178,3 +178,53 @@ pub enum LookupError {
         name: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::LookupError;
+
+    #[test]
+    fn lookup_errors_tell_the_user_what_to_do() {
+        let cases = [
+            (
+                LookupError::UnknownPlugin {
+                    plugin: "json".into(),
+                    name: "get".into(),
+                },
+                "unknown plugin json in json.get: install it with PUT /v1/plugins/json",
+            ),
+            (
+                LookupError::NoSuchFunction {
+                    plugin: "json".into(),
+                    name: "put".into(),
+                    available: vec!["get".into(), "len".into()],
+                },
+                "plugin json has no function put (it has: get, len)",
+            ),
+            (
+                LookupError::ExpiryHandler {
+                    plugin: "archive".into(),
+                    name: "on_expire".into(),
+                },
+                "archive.on_expire is an expiry handler and cannot be called in SQL",
+            ),
+            (
+                LookupError::UnknownFunction {
+                    namespace: "geo".into(),
+                    name: "area".into(),
+                },
+                "no function geo.area",
+            ),
+            (
+                LookupError::NotScalar {
+                    namespace: "stats".into(),
+                    name: "p99".into(),
+                },
+                "stats.p99 is an aggregate; use it where an aggregate fits",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
+    }
+}
