@@ -33,6 +33,7 @@ pub mod write;
 
 pub use exec::{Consistency, QueryBudgets, QueryError, QueryOutput, QueryRequest, QueryStats};
 pub use expiry::{BindRequest, Binding, ExpiryConfig, ExpiryError};
+pub use native::InvalidFunctionName;
 pub use node::config::NodeConfig;
 pub use node::error::{Error, OpenError, ShutdownError};
 pub use node::table::Table;

@@ -35,6 +35,13 @@ pub(crate) fn unsupported(what: impl Into<String>) -> PlanError {
     PlanError::Unsupported(what.into())
 }
 
+/// [`PlanError::Invalid`] carrying a registry's refusal, in its words.
+#[cold]
+#[inline(never)]
+pub(crate) fn lookup(error: crate::functions::LookupError) -> PlanError {
+    PlanError::Invalid(error.to_string())
+}
+
 /// [`PlanError::Invalid`] saying `what`.
 #[cold]
 #[inline(never)]

@@ -40,7 +40,8 @@ pub use error::PlanError;
 pub use eval::{RowSource, eval_batch, eval_one};
 pub use expr::{BinaryOp, CastType, Column, Expr, UnaryOp};
 pub use functions::{
-    AggState, AggregateFunction, Arity, Builtins, FunctionError, FunctionRegistry, ScalarFunction,
+    AggState, AggregateFunction, Arity, Builtins, FunctionError, FunctionRegistry, LookupError,
+    ScalarFunction,
 };
 pub use limits::Limits;
 pub use meter::{EvalError, Meter, OverBudget};

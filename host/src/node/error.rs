@@ -4,6 +4,8 @@
 use super::config::ConfigError;
 use crate::fragment::{BacklogFull, FragmentShutdownError, Shed, SubmitError};
 use crate::names::NameError;
+use crate::native::InvalidFunctionName;
+use crate::plugin::PluginError;
 use crate::store::{MetaError, StoreError};
 use crate::write::InvalidTtl;
 
@@ -42,12 +44,12 @@ pub enum Error {
         /// The fragment whose worker died.
         fragment: u32,
     },
-    /// A plugin could not be installed (invalid module, limit, storage).
-    #[error("{0}")]
-    Plugin(String),
+    /// A plugin operation failed (invalid module, limit, storage, engine).
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
     /// A native function could not be registered (bad name).
     #[error("cannot register function: {0}")]
-    InvalidFunction(String),
+    InvalidFunction(#[from] InvalidFunctionName),
     /// The write is applied (visible to reads) but the store failed before
     /// it became durable. It stays buffered and is retried; health shows the
     /// store error.
@@ -91,16 +93,17 @@ pub enum OpenError {
     /// Storage failed while opening or loading.
     #[error("{0}")]
     Store(#[from] StoreError),
-    /// Installed plugins could not be loaded.
+    /// The plugin engine could not start or installed plugins could not
+    /// be loaded.
     #[error("cannot load plugins: {0}")]
-    Plugins(String),
+    Plugins(#[source] PluginError),
     /// The actor runtime could not start a fragment.
-    #[error("cannot start fragment {fragment}: {reason}")]
+    #[error("cannot start fragment {fragment}: {source}")]
     Runtime {
         /// The fragment.
         fragment: u32,
-        /// Why.
-        reason: String,
+        /// The actor runtime's error.
+        source: ractor::SpawnErr,
     },
 }
 

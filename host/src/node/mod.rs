@@ -155,7 +155,7 @@ impl Node {
             })
             .await
             .map_err(|e| StoreError::Engine(e.to_string()))?
-            .map_err(|e| OpenError::Plugins(e.to_string()))?
+            .map_err(OpenError::Plugins)?
         };
         let committer = Arc::new(Committer::start(store.clone())?);
         let fragment_config = FragmentConfig {
@@ -191,7 +191,7 @@ impl Node {
                     let _ = tokio::task::spawn_blocking(move || closing.close()).await;
                     return Err(OpenError::Runtime {
                         fragment: id,
-                        reason: error.to_string(),
+                        source: error,
                     });
                 }
             }
@@ -315,7 +315,7 @@ impl Node {
         self.inner
             .natives
             .add_scalar(namespace, name, function)
-            .map_err(|e| crate::Error::InvalidFunction(e.to_string()))
+            .map_err(crate::Error::InvalidFunction)
     }
 
     /// Register a native aggregate function (see [`Node::register_scalar`]).
@@ -328,7 +328,7 @@ impl Node {
         self.inner
             .natives
             .add_aggregate(namespace, name, function)
-            .map_err(|e| crate::Error::InvalidFunction(e.to_string()))
+            .map_err(crate::Error::InvalidFunction)
     }
 
     /// The installed plugins.

@@ -1,6 +1,8 @@
 //! Plugin errors: refused uploads and failed calls, each naming the plugin,
 //! the function and the cause.
 
+use std::sync::Arc;
+
 /// Why a module was refused at upload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("plugin {plugin}: {reason}")]
@@ -34,7 +36,7 @@ pub enum CallCause {
     Guest(String),
     /// No instance could be created: the engine's instance pool is full.
     /// The pool is sized for the limits' worst case
-    /// ([`super::runtime::pool_capacity`]), so this means a bug or more
+    /// ([`super::limits::pool_capacity`]), so this means a bug or more
     /// concurrent callers than the limits allow; the call may be retried.
     #[error("could not get an instance: {0}")]
     NoInstance(String),
@@ -90,7 +92,53 @@ pub enum PluginError {
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
-    /// The engine could not be set up.
+    /// The engine could not be set up, or could not do its part of the
+    /// operation (a server fault, not the caller's).
     #[error("plugin engine: {0}")]
-    Engine(String),
+    Engine(#[from] EngineError),
+}
+
+/// The plugin engine failed: it could not start or could not handle a
+/// compiled module. A fault of the host, never of the upload.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EngineError {
+    /// The instance pool could not be reserved (too large for the address
+    /// space).
+    #[error(
+        "cannot reserve a pool of {capacity} plugin instances ({max_plugins} plugins × {idle_instances} idle + {threads} threads + {expiry_calls} expiry calls + 1); lower the plugin limits: {reason}"
+    )]
+    Pool {
+        /// Instances asked for ([`super::pool_capacity`]).
+        capacity: u32,
+        /// `PluginLimits::max_plugins`.
+        max_plugins: usize,
+        /// `PluginLimits::idle_instances`.
+        idle_instances: usize,
+        /// `PluginLimits::threads`.
+        threads: usize,
+        /// Expiry-handler calls that may run at once.
+        expiry_calls: usize,
+        /// What wasmtime said.
+        reason: String,
+    },
+    /// The host functions could not be linked.
+    #[error("cannot link the host functions: {0}")]
+    Link(String),
+    /// The plugin threads could not start.
+    #[error("cannot start the plugin threads: {0}")]
+    Threads(#[source] Arc<std::io::Error>),
+    /// The epoch ticker thread could not start.
+    #[error("cannot start the epoch ticker: {0}")]
+    Ticker(#[source] Arc<std::io::Error>),
+    /// A compiled module could not be serialized for the store.
+    #[error("cannot serialize compiled module: {0}")]
+    Serialize(String),
+    /// A stored manifest does not decode.
+    #[error("stored manifest of {plugin} is corrupt: {reason}")]
+    CorruptManifest {
+        /// The plugin.
+        plugin: String,
+        /// The decoder's complaint.
+        reason: String,
+    },
 }

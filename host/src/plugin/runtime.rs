@@ -11,92 +11,19 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
-use std::time::Duration;
 
 use ebb_proto::Message;
 use ebb_proto::plugin::v1 as abi;
 use sha2::{Digest, Sha256};
 use wasmtime::{
-    Caller, Config, Engine, ExternType, InstanceAllocationStrategy, Linker, Memory, Module,
-    PoolConcurrencyLimitError, PoolingAllocationConfig, ResourceLimiter, Store, Trap, TypedFunc,
-    ValType,
+    Caller, Config, Engine, ExternType, InstanceAllocationStrategy, Linker, Module,
+    PoolConcurrencyLimitError, PoolingAllocationConfig, Store, ValType,
 };
 
-use super::error::{ArtifactRejected, CallCause, PluginInvalid};
+use super::error::{ArtifactRejected, CallCause, EngineError, PluginInvalid};
+use super::instance::{HostState, PluginInstance, TICK, describe, ticks};
+use super::limits::{PluginLimits, pool_capacity};
 use super::threads::{PluginThreads, WorkClass, WorkFailed};
-
-/// The epoch ticks this often; deadlines are whole ticks.
-const TICK: Duration = Duration::from_millis(2);
-
-/// Sandbox limits. Defaults are documented in docs/plugins.md.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PluginLimits {
-    /// Largest module upload. Default 16 MiB.
-    pub max_module_bytes: usize,
-    /// Most plugins installed. Default 64.
-    pub max_plugins: usize,
-    /// Versions recorded per plugin, the current one included; older ones
-    /// are deleted from the store. Default 8.
-    pub max_versions: usize,
-    /// Linear memory per instance. Default 64 MiB.
-    pub max_memory_bytes: usize,
-    /// Deadline of one query-function call (a batch). Default 100 ms.
-    pub query_deadline: Duration,
-    /// Deadline of one expiry-handler call. Default 1 s.
-    pub expiry_deadline: Duration,
-    /// Largest response a call may return. Default 16 MiB.
-    pub max_response_bytes: usize,
-    /// Idle instances kept per plugin version. Default 4.
-    pub idle_instances: usize,
-    /// Plugin code (query pages, merges and finishes; expiry-handler
-    /// calls) runs on at most this many threads at once; more waits its
-    /// turn. Expiry calls use at most all but one of them. Default: the
-    /// machine's cores. More threads than cores only time-share them: a
-    /// page then runs slower, on colder caches and more instances.
-    pub threads: usize,
-}
-
-impl Default for PluginLimits {
-    fn default() -> Self {
-        Self {
-            max_module_bytes: 16 * 1024 * 1024,
-            max_plugins: 64,
-            max_versions: 8,
-            max_memory_bytes: 64 * 1024 * 1024,
-            query_deadline: Duration::from_millis(100),
-            expiry_deadline: Duration::from_secs(1),
-            max_response_bytes: 16 * 1024 * 1024,
-            idle_instances: 4,
-            threads: thread::available_parallelism().map_or(2, |n| n.get()),
-        }
-    }
-}
-
-/// The most plugin instances alive at once under `limits` with at most
-/// `expiry_calls` expiry-handler calls running, which sizes the engine's
-/// instance pool (one core instance, one memory and one table each):
-///
-/// ```text
-/// max_plugins × idle_instances   idle, kept per current version
-/// + threads                      query work, one call (one instance) at a time per thread
-/// + expiry_calls                 expiry-handler calls in flight
-/// + 1                            an upload's manifest check (uploads run one at a time)
-/// ```
-///
-/// An instance is either idle in its version's pool or held by the one
-/// call using it; a version that stops being current drops its idle ones
-/// and keeps none after its calls, so idle instances stay within
-/// `max_plugins × idle_instances`. Saturates at `u32::MAX` (the engine
-/// then refuses the pool at start, naming the limits).
-pub fn pool_capacity(limits: &PluginLimits, expiry_calls: usize) -> u32 {
-    let instances = limits
-        .max_plugins
-        .saturating_mul(limits.idle_instances)
-        .saturating_add(limits.threads)
-        .saturating_add(expiry_calls)
-        .saturating_add(1);
-    u32::try_from(instances).unwrap_or(u32::MAX)
-}
 
 /// A compiled module serialized for the store, with the SHA-256 of those
 /// bytes: boot deserializes the bytes only when they still hash to it.
@@ -105,37 +32,6 @@ pub struct Artifact {
     pub bytes: Vec<u8>,
     /// SHA-256 of `bytes`.
     pub sha256: [u8; 32],
-}
-
-/// Per-store data: the memory limiter and the plugin name for logs.
-pub struct HostState {
-    plugin: Arc<str>,
-    max_memory: usize,
-    memory_cap_hit: bool,
-}
-
-impl ResourceLimiter for HostState {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.max_memory {
-            self.memory_cap_hit = true;
-            return Ok(false);
-        }
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= 100_000)
-    }
 }
 
 /// The engine, its epoch ticker and the threads of query plugin work.
@@ -184,7 +80,7 @@ impl PluginRuntime {
     /// [`pool_capacity`]`(limits, expiry_calls)` instances. `Err` when the
     /// pool cannot be reserved (too large for the address space: lower
     /// `max_plugins` or `idle_instances`) or a thread cannot start.
-    pub fn new(limits: PluginLimits, expiry_calls: usize) -> Result<Arc<Self>, String> {
+    pub fn new(limits: PluginLimits, expiry_calls: usize) -> Result<Arc<Self>, EngineError> {
         let capacity = pool_capacity(&limits, expiry_calls);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_core_instances(capacity)
@@ -206,14 +102,13 @@ impl PluginRuntime {
                 wasmtime::ProfilingStrategy::None
             })
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|e| {
-            format!(
-                "cannot reserve a pool of {capacity} plugin instances ({} plugins × {} idle + {} threads + {expiry_calls} expiry calls + 1); lower the plugin limits: {}",
-                limits.max_plugins,
-                limits.idle_instances,
-                limits.threads,
-                describe(&e)
-            )
+        let engine = Engine::new(&config).map_err(|e| EngineError::Pool {
+            capacity,
+            max_plugins: limits.max_plugins,
+            idle_instances: limits.idle_instances,
+            threads: limits.threads,
+            expiry_calls,
+            reason: describe(&e),
         })?;
         let mut linker = Linker::new(&engine);
         linker
@@ -221,7 +116,7 @@ impl PluginRuntime {
                 "ebb",
                 "log",
                 |mut caller: Caller<'_, HostState>, level: i32, ptr: i32, len: i32| {
-                    let plugin = caller.data().plugin.clone();
+                    let plugin = caller.data().plugin().clone();
                     let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory())
                     else {
                         return;
@@ -243,9 +138,9 @@ impl PluginRuntime {
                     }
                 },
             )
-            .map_err(|e| e.to_string())?;
-        let threads = PluginThreads::start(limits.threads)
-            .map_err(|e| format!("cannot start the plugin threads: {e}"))?;
+            .map_err(|e| EngineError::Link(describe(&e)))?;
+        let threads =
+            PluginThreads::start(limits.threads).map_err(|e| EngineError::Threads(Arc::new(e)))?;
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.clone();
         let ticker_stop = stop.clone();
@@ -257,7 +152,7 @@ impl PluginRuntime {
                     ticker_engine.increment_epoch();
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| EngineError::Ticker(Arc::new(e)))?;
         Ok(Arc::new(Self {
             engine,
             linker,
@@ -326,10 +221,11 @@ impl PluginRuntime {
     }
 
     /// Serialize `module` for the store, hashing the bytes written.
-    pub fn serialize_artifact(&self, module: &Module) -> Result<Artifact, String> {
+    /// [`EngineError::Serialize`] when wasmtime cannot serialize it.
+    pub fn serialize_artifact(&self, module: &Module) -> Result<Artifact, EngineError> {
         let bytes = module
             .serialize()
-            .map_err(|e| format!("cannot serialize compiled module: {}", describe(&e)))?;
+            .map_err(|e| EngineError::Serialize(describe(&e)))?;
         let sha256 = Sha256::digest(&bytes).into();
         Ok(Artifact { bytes, sha256 })
     }
@@ -468,11 +364,7 @@ impl PluginRuntime {
     pub fn instantiate(&self, plugin: &str, module: &Module) -> Result<PluginInstance, CallCause> {
         let mut store = Store::new(
             &self.engine,
-            HostState {
-                plugin: Arc::from(plugin),
-                max_memory: self.limits.max_memory_bytes,
-                memory_cap_hit: false,
-            },
+            HostState::new(plugin, self.limits.max_memory_bytes),
         );
         store.limiter(|state| state);
         store.set_epoch_deadline(ticks(self.limits.query_deadline));
@@ -487,151 +379,7 @@ impl PluginRuntime {
                     )),
                     None => CallCause::Trap(format!("instantiation failed: {}", describe(&e))),
                 })?;
-        let missing = |name: &str| CallCause::Malformed(format!("missing export {name}"));
-        let mistyped = |e: wasmtime::Error| CallCause::Malformed(e.to_string());
-        let memory = instance
-            .get_memory(&mut store, "memory")
-            .ok_or_else(|| missing("memory"))?;
-        let typed = |store: &mut Store<HostState>, name: &str| {
-            instance
-                .get_func(&mut *store, name)
-                .ok_or_else(|| missing(name))
-        };
-        let abi_version = typed(&mut store, "ebb_abi_version")?
-            .typed::<(), i32>(&store)
-            .map_err(mistyped)?;
-        let alloc = typed(&mut store, "ebb_alloc")?
-            .typed::<i32, i32>(&store)
-            .map_err(mistyped)?;
-        let dealloc = typed(&mut store, "ebb_dealloc")?
-            .typed::<(i32, i32), ()>(&store)
-            .map_err(mistyped)?;
-        let manifest = typed(&mut store, "ebb_manifest")?
-            .typed::<(), i64>(&store)
-            .map_err(mistyped)?;
-        let call = typed(&mut store, "ebb_call")?
-            .typed::<(i32, i32), i64>(&store)
-            .map_err(mistyped)?;
-        Ok(PluginInstance {
-            store,
-            memory,
-            abi_version,
-            alloc,
-            dealloc,
-            manifest,
-            call,
-            max_response: self.limits.max_response_bytes,
-        })
-    }
-}
-
-fn ticks(deadline: Duration) -> u64 {
-    (deadline.as_millis() as u64)
-        .div_ceil(TICK.as_millis() as u64)
-        .max(1)
-}
-
-fn describe(error: &wasmtime::Error) -> String {
-    let mut text = error.to_string();
-    let root = error.root_cause().to_string();
-    if !text.contains(&root) {
-        text = format!("{text}: {root}");
-    }
-    text
-}
-
-/// One instance of a plugin version, reused across calls while healthy.
-pub struct PluginInstance {
-    store: Store<HostState>,
-    memory: Memory,
-    abi_version: TypedFunc<(), i32>,
-    alloc: TypedFunc<i32, i32>,
-    dealloc: TypedFunc<(i32, i32), ()>,
-    manifest: TypedFunc<(), i64>,
-    call: TypedFunc<(i32, i32), i64>,
-    max_response: usize,
-}
-
-impl PluginInstance {
-    fn classify(&self, error: wasmtime::Error, deadline: Duration) -> CallCause {
-        if matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
-            return CallCause::Deadline(deadline.as_millis() as u64);
-        }
-        if self.store.data().memory_cap_hit {
-            return CallCause::MemoryCap(self.store.data().max_memory);
-        }
-        CallCause::Trap(describe(&error))
-    }
-
-    /// The bytes at packed `(ptr << 32) | len` in the instance's memory,
-    /// borrowed until the next call into the instance.
-    fn packed_slice(&self, packed: i64) -> Result<&[u8], CallCause> {
-        let ptr = ((packed as u64) >> 32) as usize;
-        let len = (packed as u64 & 0xffff_ffff) as usize;
-        if len > self.max_response {
-            return Err(CallCause::TooLarge(len));
-        }
-        let data = self.memory.data(&self.store);
-        data.get(ptr..ptr.saturating_add(len))
-            .ok_or_else(|| CallCause::Malformed(format!("pointer {ptr}+{len} is outside memory")))
-    }
-
-    fn abi_version(&mut self) -> Result<i32, CallCause> {
-        let deadline = Duration::from_millis(100);
-        self.store.set_epoch_deadline(ticks(deadline));
-        self.abi_version
-            .call(&mut self.store, ())
-            .map_err(|e| self.classify(e, deadline))
-    }
-
-    fn manifest_bytes(&mut self) -> Result<Vec<u8>, CallCause> {
-        let deadline = Duration::from_millis(100);
-        self.store.set_epoch_deadline(ticks(deadline));
-        let packed = self
-            .manifest
-            .call(&mut self.store, ())
-            .map_err(|e| self.classify(e, deadline))?;
-        self.packed_slice(packed).map(<[u8]>::to_vec)
-    }
-
-    /// Call `ebb_call` with an encoded request; the encoded response.
-    pub fn call(&mut self, request: &[u8], deadline: Duration) -> Result<Vec<u8>, CallCause> {
-        self.call_with(request, deadline, <[u8]>::to_vec)
-    }
-
-    /// Call `ebb_call` with an encoded request and hand the response to
-    /// `read` where it lies in the instance's memory (no copy).
-    pub fn call_with<R>(
-        &mut self,
-        request: &[u8],
-        deadline: Duration,
-        read: impl FnOnce(&[u8]) -> R,
-    ) -> Result<R, CallCause> {
-        self.store.set_epoch_deadline(ticks(deadline));
-        let len = i32::try_from(request.len())
-            .map_err(|_| CallCause::Malformed("request too large".into()))?;
-        let ptr = self
-            .alloc
-            .call(&mut self.store, len)
-            .map_err(|e| self.classify(e, deadline))?;
-        if self
-            .memory
-            .write(&mut self.store, ptr as u32 as usize, request)
-            .is_err()
-        {
-            return Err(CallCause::Malformed(format!(
-                "ebb_alloc returned {ptr}, outside memory"
-            )));
-        }
-        let packed = self
-            .call
-            .call(&mut self.store, (ptr, len))
-            .map_err(|e| self.classify(e, deadline))?;
-        let response = read(self.packed_slice(packed)?);
-        self.dealloc
-            .call(&mut self.store, (ptr, len))
-            .map_err(|e| self.classify(e, deadline))?;
-        Ok(response)
+        PluginInstance::new(store, instance, self.limits.max_response_bytes)
     }
 }
 

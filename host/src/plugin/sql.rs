@@ -7,13 +7,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ebb_proto::plugin::v1 as abi;
 use ebb_query::{
-    AggState, AggregateFunction, Arity, Builtins, FunctionError, FunctionRegistry, ScalarFunction,
-    Value,
+    AggState, AggregateFunction, Arity, Builtins, FunctionError, FunctionRegistry, LookupError,
+    ScalarFunction, Value,
 };
 
 use super::encode;
 use super::error::PluginCallError;
-use super::registry::{PluginRegistry, PluginVersion};
+use super::registry::PluginRegistry;
+use super::version::PluginVersion;
 use ebb_proto::wire::{self, Reader, WIRE_LEN};
 
 use super::error::CallCause;
@@ -124,7 +125,7 @@ fn scalar_values(bytes: &[u8], n: usize) -> Result<Vec<Value>, CallCause> {
         _ => None,
     };
     let Some(body) = body else {
-        return match super::registry::response(bytes)?.result {
+        return match super::version::response(bytes)?.result {
             Some(abi::call_response::Result::Scalar(result)) if result.values.len() == n => result
                 .values
                 .iter()
@@ -284,27 +285,32 @@ impl HostFunctions {
         &self,
         plugin: &str,
         name: &str,
-    ) -> Result<(Arc<PluginVersion>, abi::FunctionDecl), String> {
+    ) -> Result<(Arc<PluginVersion>, abi::FunctionDecl), LookupError> {
         let version = self
             .plugins
             .get(plugin)
-            .ok_or_else(|| format!("unknown plugin {plugin} in {plugin}.{name}: install it with PUT /v1/plugins/{plugin}"))?;
-        let decl = version.function(name).cloned().ok_or_else(|| {
-            let names: Vec<&str> = version
-                .manifest
-                .functions
-                .iter()
-                .map(|f| f.name.as_str())
-                .collect();
-            format!(
-                "plugin {plugin} has no function {name} (it has: {})",
-                names.join(", ")
-            )
-        })?;
+            .ok_or_else(|| LookupError::UnknownPlugin {
+                plugin: plugin.to_string(),
+                name: name.to_string(),
+            })?;
+        let decl = version
+            .function(name)
+            .cloned()
+            .ok_or_else(|| LookupError::NoSuchFunction {
+                plugin: plugin.to_string(),
+                name: name.to_string(),
+                available: version
+                    .manifest
+                    .functions
+                    .iter()
+                    .map(|f| f.name.clone())
+                    .collect(),
+            })?;
         if super::kind::is_expiry_handler(&decl) {
-            return Err(format!(
-                "{plugin}.{name} is an expiry handler and cannot be called in SQL"
-            ));
+            return Err(LookupError::ExpiryHandler {
+                plugin: plugin.to_string(),
+                name: name.to_string(),
+            });
         }
         Ok((version, decl))
     }
@@ -320,7 +326,7 @@ impl FunctionRegistry for HostFunctions {
         &self,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<dyn ScalarFunction>>, String> {
+    ) -> Result<Option<Arc<dyn ScalarFunction>>, LookupError> {
         let Some(plugin) = namespace else {
             return Builtins.scalar(None, name);
         };
@@ -328,13 +334,17 @@ impl FunctionRegistry for HostFunctions {
             return Ok(Some(native));
         }
         if self.native_only(plugin) {
-            return Err(format!("no function {plugin}.{name}"));
+            return Err(LookupError::UnknownFunction {
+                namespace: plugin.to_string(),
+                name: name.to_string(),
+            });
         }
         let (version, decl) = self.lookup(plugin, name)?;
         if decl.kind != abi::FunctionKind::Scalar as i32 {
-            return Err(format!(
-                "{plugin}.{name} is an aggregate; use it where an aggregate fits"
-            ));
+            return Err(LookupError::NotScalar {
+                namespace: plugin.to_string(),
+                name: name.to_string(),
+            });
         }
         Ok(Some(Arc::new(PluginScalar {
             qualified: format!("{plugin}.{}", decl.name),
@@ -347,7 +357,7 @@ impl FunctionRegistry for HostFunctions {
         &self,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<dyn AggregateFunction>>, String> {
+    ) -> Result<Option<Arc<dyn AggregateFunction>>, LookupError> {
         let Some(plugin) = namespace else {
             return Builtins.aggregate(None, name);
         };
@@ -512,7 +522,7 @@ mod tests {
 
             #[test]
             fn any_aggregate_answer_is_a_state_a_value_or_a_typed_error(bytes in response_bytes()) {
-                match crate::plugin::registry::response(&bytes) {
+                match crate::plugin::version::response(&bytes) {
                     Ok(response) => match response.result {
                         Some(abi::call_response::Result::Value(value)) => {
                             let read = from_proto(&value);

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{AggregateFunction, FunctionRegistry, ScalarFunction, aggregate, scalar};
+use super::{AggregateFunction, FunctionRegistry, LookupError, ScalarFunction, aggregate, scalar};
 
 /// The built-in functions: `length`, `lower`, `upper`, `substr`,
 /// `starts_with`, `coalesce`, and the aggregates `count`, `sum`, `min`,
@@ -15,7 +15,7 @@ impl FunctionRegistry for Builtins {
         &self,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<dyn ScalarFunction>>, String> {
+    ) -> Result<Option<Arc<dyn ScalarFunction>>, LookupError> {
         if namespace.is_some() {
             return Ok(None);
         }
@@ -26,7 +26,7 @@ impl FunctionRegistry for Builtins {
         &self,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<dyn AggregateFunction>>, String> {
+    ) -> Result<Option<Arc<dyn AggregateFunction>>, LookupError> {
         if namespace.is_some() {
             return Ok(None);
         }

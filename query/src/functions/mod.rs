@@ -126,11 +126,109 @@ pub trait FunctionRegistry: Send + Sync {
         &self,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<dyn ScalarFunction>>, String>;
+    ) -> Result<Option<Arc<dyn ScalarFunction>>, LookupError>;
     /// An aggregate function, or `Ok(None)` when unknown.
     fn aggregate(
         &self,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<dyn AggregateFunction>>, String>;
+    ) -> Result<Option<Arc<dyn AggregateFunction>>, LookupError>;
+}
+
+/// Why a [`FunctionRegistry`] refused a qualified name. The planner reports
+/// it as [`crate::PlanError::Invalid`] with this text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// No plugin is installed under the namespace.
+    #[error("unknown plugin {plugin} in {plugin}.{name}: install it with PUT /v1/plugins/{plugin}")]
+    UnknownPlugin {
+        /// The namespace written.
+        plugin: String,
+        /// The function name written.
+        name: String,
+    },
+    /// The plugin exists but declares no such function.
+    #[error("plugin {plugin} has no function {name} (it has: {})", available.join(", "))]
+    NoSuchFunction {
+        /// The plugin.
+        plugin: String,
+        /// The function name written.
+        name: String,
+        /// The functions the plugin declares, in manifest order.
+        available: Vec<String>,
+    },
+    /// The function is an expiry handler, which SQL cannot call.
+    #[error("{plugin}.{name} is an expiry handler and cannot be called in SQL")]
+    ExpiryHandler {
+        /// The plugin.
+        plugin: String,
+        /// The handler.
+        name: String,
+    },
+    /// The namespace holds only native functions, none of this name.
+    #[error("no function {namespace}.{name}")]
+    UnknownFunction {
+        /// The namespace.
+        namespace: String,
+        /// The function name written.
+        name: String,
+    },
+    /// An aggregate was called where only a scalar fits.
+    #[error("{namespace}.{name} is an aggregate; use it where an aggregate fits")]
+    NotScalar {
+        /// The namespace.
+        namespace: String,
+        /// The function name written.
+        name: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LookupError;
+
+    #[test]
+    fn lookup_errors_tell_the_user_what_to_do() {
+        let cases = [
+            (
+                LookupError::UnknownPlugin {
+                    plugin: "json".into(),
+                    name: "get".into(),
+                },
+                "unknown plugin json in json.get: install it with PUT /v1/plugins/json",
+            ),
+            (
+                LookupError::NoSuchFunction {
+                    plugin: "json".into(),
+                    name: "put".into(),
+                    available: vec!["get".into(), "len".into()],
+                },
+                "plugin json has no function put (it has: get, len)",
+            ),
+            (
+                LookupError::ExpiryHandler {
+                    plugin: "archive".into(),
+                    name: "on_expire".into(),
+                },
+                "archive.on_expire is an expiry handler and cannot be called in SQL",
+            ),
+            (
+                LookupError::UnknownFunction {
+                    namespace: "geo".into(),
+                    name: "area".into(),
+                },
+                "no function geo.area",
+            ),
+            (
+                LookupError::NotScalar {
+                    namespace: "stats".into(),
+                    name: "p99".into(),
+                },
+                "stats.p99 is an aggregate; use it where an aggregate fits",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
+    }
 }

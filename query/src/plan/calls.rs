@@ -6,7 +6,7 @@ use sqlparser::ast;
 
 use super::AggregateCall;
 use super::planner::{Place, Planner, SelectItem};
-use crate::error::{PlanError, invalid, unsupported};
+use crate::error::{PlanError, invalid, lookup, unsupported};
 use crate::expr::Expr;
 
 impl Planner<'_> {
@@ -72,7 +72,7 @@ impl Planner<'_> {
             }
         };
         let ns = namespace.as_deref();
-        if let Some(aggregate) = self.registry.aggregate(ns, &name).map_err(invalid)? {
+        if let Some(aggregate) = self.registry.aggregate(ns, &name).map_err(lookup)? {
             if !place.allows_aggregates() {
                 return Err(invalid(format!(
                     "aggregate {display}() is not allowed in {}",
@@ -108,7 +108,7 @@ impl Planner<'_> {
                 "{display}(*) is not valid; only COUNT(*) takes *"
             )));
         }
-        let Some(scalar) = self.registry.scalar(ns, &name).map_err(invalid)? else {
+        let Some(scalar) = self.registry.scalar(ns, &name).map_err(lookup)? else {
             return Err(invalid(match ns {
                 None => format!(
                     "unknown function {display}: built-ins are length, lower, upper, substr, starts_with, coalesce, count, sum, min, max, avg; plugin functions are called as plugin.function(...)"

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use sqlparser::ast;
 
 use super::planner::{Place, Planner, SelectItem, text_prefix};
-use crate::error::{PlanError, invalid, unsupported};
+use crate::error::{PlanError, invalid, lookup, unsupported};
 use crate::expr::{BinaryOp, CastType, Column, Expr, UnaryOp};
 use crate::value::Value;
 
@@ -324,7 +324,7 @@ impl Planner<'_> {
                 let function = self
                     .registry
                     .scalar(None, "substr")
-                    .map_err(invalid)?
+                    .map_err(lookup)?
                     .ok_or_else(|| invalid("substr is not available"))?;
                 Expr::Call { function, args }
             }

@@ -60,7 +60,8 @@ fn fail(message: String) -> ClientError {
 fn compile(path: &Path) -> Result<(Vec<u8>, abi::Manifest), ClientError> {
     let bytes =
         std::fs::read(path).map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
-    let runtime = PluginRuntime::new(PluginLimits::default(), 0).map_err(fail)?;
+    let runtime =
+        PluginRuntime::new(PluginLimits::default(), 0).map_err(|e| fail(e.to_string()))?;
     let name = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -262,7 +263,8 @@ pub fn run(
         } => {
             let bytes = std::fs::read(&file)
                 .map_err(|e| fail(format!("cannot read {}: {e}", file.display())))?;
-            let runtime = PluginRuntime::new(PluginLimits::default(), 0).map_err(fail)?;
+            let runtime =
+                PluginRuntime::new(PluginLimits::default(), 0).map_err(|e| fail(e.to_string()))?;
             let store = ebb_host::store::MemoryStore::new();
             let registry = ebb_host::plugin::PluginRegistry::load(runtime, &store)
                 .map_err(|e| fail(e.to_string()))?;

@@ -111,9 +111,7 @@ impl From<Error> for ApiError {
             Error::ShuttingDown => ApiError::unavailable("shutting_down", message),
             Error::Interrupted { .. } => ApiError::unavailable("interrupted", message),
             Error::NotDurable { .. } => ApiError::unavailable("not_durable", message),
-            Error::Plugin(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_invalid", message)
-            }
+            Error::Plugin(error) => ApiError::from(error),
         }
     }
 }
@@ -145,6 +143,7 @@ impl IntoResponse for ApiError {
 mod tests {
     use super::*;
     use ebb_host::fragment::{BacklogFull, Shed};
+    use ebb_host::plugin::{EngineError, PluginError, PluginInvalid};
     use ebb_host::store::StoreError;
 
     #[test]
@@ -192,6 +191,27 @@ mod tests {
                 }),
                 503,
                 "overloaded",
+            ),
+            (
+                Error::InvalidFunction(ebb_host::InvalidFunctionName {
+                    what: "namespace",
+                    name: "9x".into(),
+                }),
+                400,
+                "invalid_request",
+            ),
+            (
+                Error::Plugin(PluginError::Invalid(PluginInvalid {
+                    plugin: "p".into(),
+                    reason: "not wasm".into(),
+                })),
+                422,
+                "plugin_invalid",
+            ),
+            (
+                Error::Plugin(PluginError::Engine(EngineError::Serialize("x".into()))),
+                500,
+                "internal",
             ),
             (Error::ShuttingDown, 503, "shutting_down"),
             (Error::Interrupted { fragment: 2 }, 503, "interrupted"),

@@ -248,7 +248,7 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
     let plugin_metrics: Vec<(
         String,
         String,
-        std::sync::Arc<ebb_host::plugin::registry::FunctionMetrics>,
+        std::sync::Arc<ebb_host::plugin::FunctionMetrics>,
     )> = plugins
         .iter()
         .flat_map(|p| {

@@ -1,0 +1,217 @@
+//! One instantiated plugin: its store, memory limiter and typed ABI v1
+//! exports, called under a deadline (epoch ticks) and a memory cap.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::{Instance, Memory, ResourceLimiter, Store, Trap, TypedFunc};
+
+use super::error::CallCause;
+
+/// The epoch ticks this often; deadlines are whole ticks.
+pub(super) const TICK: Duration = Duration::from_millis(2);
+
+/// Per-store data: the memory limiter and the plugin name for logs.
+pub struct HostState {
+    plugin: Arc<str>,
+    max_memory: usize,
+    memory_cap_hit: bool,
+}
+
+impl HostState {
+    /// State of an instance of `plugin` whose memory may grow to `max_memory` bytes.
+    pub(super) fn new(plugin: &str, max_memory: usize) -> Self {
+        Self {
+            plugin: Arc::from(plugin),
+            max_memory,
+            memory_cap_hit: false,
+        }
+    }
+
+    /// The plugin name, for its log lines.
+    pub(super) fn plugin(&self) -> &Arc<str> {
+        &self.plugin
+    }
+}
+
+impl ResourceLimiter for HostState {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_memory {
+            self.memory_cap_hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// `deadline` in whole epoch ticks, at least one.
+pub(super) fn ticks(deadline: Duration) -> u64 {
+    (deadline.as_millis() as u64)
+        .div_ceil(TICK.as_millis() as u64)
+        .max(1)
+}
+
+/// A wasmtime error with its root cause.
+pub(super) fn describe(error: &wasmtime::Error) -> String {
+    let mut text = error.to_string();
+    let root = error.root_cause().to_string();
+    if !text.contains(&root) {
+        text = format!("{text}: {root}");
+    }
+    text
+}
+
+/// One instance of a plugin version, reused across calls while healthy.
+pub struct PluginInstance {
+    store: Store<HostState>,
+    memory: Memory,
+    abi_version: TypedFunc<(), i32>,
+    alloc: TypedFunc<i32, i32>,
+    dealloc: TypedFunc<(i32, i32), ()>,
+    manifest: TypedFunc<(), i64>,
+    call: TypedFunc<(i32, i32), i64>,
+    max_response: usize,
+}
+
+impl PluginInstance {
+    /// Wrap a fresh `instance` living in `store`, checking its exports'
+    /// types; [`CallCause::Malformed`] names a missing or mistyped one.
+    pub(super) fn new(
+        mut store: Store<HostState>,
+        instance: Instance,
+        max_response: usize,
+    ) -> Result<Self, CallCause> {
+        let missing = |name: &str| CallCause::Malformed(format!("missing export {name}"));
+        let mistyped = |e: wasmtime::Error| CallCause::Malformed(e.to_string());
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| missing("memory"))?;
+        let typed = |store: &mut Store<HostState>, name: &str| {
+            instance
+                .get_func(&mut *store, name)
+                .ok_or_else(|| missing(name))
+        };
+        let abi_version = typed(&mut store, "ebb_abi_version")?
+            .typed::<(), i32>(&store)
+            .map_err(mistyped)?;
+        let alloc = typed(&mut store, "ebb_alloc")?
+            .typed::<i32, i32>(&store)
+            .map_err(mistyped)?;
+        let dealloc = typed(&mut store, "ebb_dealloc")?
+            .typed::<(i32, i32), ()>(&store)
+            .map_err(mistyped)?;
+        let manifest = typed(&mut store, "ebb_manifest")?
+            .typed::<(), i64>(&store)
+            .map_err(mistyped)?;
+        let call = typed(&mut store, "ebb_call")?
+            .typed::<(i32, i32), i64>(&store)
+            .map_err(mistyped)?;
+        Ok(Self {
+            store,
+            memory,
+            abi_version,
+            alloc,
+            dealloc,
+            manifest,
+            call,
+            max_response,
+        })
+    }
+
+    fn classify(&self, error: wasmtime::Error, deadline: Duration) -> CallCause {
+        if matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+            return CallCause::Deadline(deadline.as_millis() as u64);
+        }
+        if self.store.data().memory_cap_hit {
+            return CallCause::MemoryCap(self.store.data().max_memory);
+        }
+        CallCause::Trap(describe(&error))
+    }
+
+    /// The bytes at packed `(ptr << 32) | len` in the instance's memory,
+    /// borrowed until the next call into the instance.
+    fn packed_slice(&self, packed: i64) -> Result<&[u8], CallCause> {
+        let ptr = ((packed as u64) >> 32) as usize;
+        let len = (packed as u64 & 0xffff_ffff) as usize;
+        if len > self.max_response {
+            return Err(CallCause::TooLarge(len));
+        }
+        let data = self.memory.data(&self.store);
+        data.get(ptr..ptr.saturating_add(len))
+            .ok_or_else(|| CallCause::Malformed(format!("pointer {ptr}+{len} is outside memory")))
+    }
+
+    /// Call `ebb_abi_version` (100 ms deadline).
+    pub(super) fn abi_version(&mut self) -> Result<i32, CallCause> {
+        let deadline = Duration::from_millis(100);
+        self.store.set_epoch_deadline(ticks(deadline));
+        self.abi_version
+            .call(&mut self.store, ())
+            .map_err(|e| self.classify(e, deadline))
+    }
+
+    /// Call `ebb_manifest` (100 ms deadline); the encoded manifest.
+    pub(super) fn manifest_bytes(&mut self) -> Result<Vec<u8>, CallCause> {
+        let deadline = Duration::from_millis(100);
+        self.store.set_epoch_deadline(ticks(deadline));
+        let packed = self
+            .manifest
+            .call(&mut self.store, ())
+            .map_err(|e| self.classify(e, deadline))?;
+        self.packed_slice(packed).map(<[u8]>::to_vec)
+    }
+
+    /// Call `ebb_call` with an encoded request; the encoded response.
+    pub fn call(&mut self, request: &[u8], deadline: Duration) -> Result<Vec<u8>, CallCause> {
+        self.call_with(request, deadline, <[u8]>::to_vec)
+    }
+
+    /// Call `ebb_call` with an encoded request and hand the response to
+    /// `read` where it lies in the instance's memory (no copy).
+    pub fn call_with<R>(
+        &mut self,
+        request: &[u8],
+        deadline: Duration,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, CallCause> {
+        self.store.set_epoch_deadline(ticks(deadline));
+        let len = i32::try_from(request.len())
+            .map_err(|_| CallCause::Malformed("request too large".into()))?;
+        let ptr = self
+            .alloc
+            .call(&mut self.store, len)
+            .map_err(|e| self.classify(e, deadline))?;
+        if self
+            .memory
+            .write(&mut self.store, ptr as u32 as usize, request)
+            .is_err()
+        {
+            return Err(CallCause::Malformed(format!(
+                "ebb_alloc returned {ptr}, outside memory"
+            )));
+        }
+        let packed = self
+            .call
+            .call(&mut self.store, (ptr, len))
+            .map_err(|e| self.classify(e, deadline))?;
+        let response = read(self.packed_slice(packed)?);
+        self.dealloc
+            .call(&mut self.store, (ptr, len))
+            .map_err(|e| self.classify(e, deadline))?;
+        Ok(response)
+    }
+}
