@@ -2,17 +2,17 @@
 //! and their functions in SQL.
 
 pub mod encode;
-pub mod error;
+pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fuzz;
-pub mod instance;
-pub mod kind;
-pub mod limits;
-pub mod registry;
-pub mod runtime;
-pub mod sql;
-pub mod threads;
-pub mod version;
+pub(crate) mod instance;
+pub(crate) mod kind;
+pub(crate) mod limits;
+pub(crate) mod registry;
+pub(crate) mod runtime;
+pub(crate) mod sql;
+pub(crate) mod threads;
+pub(crate) mod version;
 
 pub use error::{
     ArtifactRejected, CallCause, EngineError, PluginCallError, PluginError, PluginInvalid,
