@@ -139,6 +139,27 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Asserts that `error` answers `status` and `code` with its own message,
+/// and carries `Retry-After` exactly when the status is 503.
+#[cfg(test)]
+pub(crate) fn assert_maps<E: std::fmt::Display>(error: E, status: u16, code: &str)
+where
+    ApiError: From<E>,
+{
+    let message = error.to_string();
+    let api = ApiError::from(error);
+    assert_eq!((api.status.as_u16(), api.code), (status, code), "{message}");
+    assert_eq!(api.body()["error"]["message"], message);
+    let response = api.into_response();
+    assert_eq!(
+        response
+            .headers()
+            .contains_key(axum::http::header::RETRY_AFTER),
+        status == 503,
+        "{message}"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,15 +246,7 @@ mod tests {
             ),
         ];
         for (error, status, code) in cases {
-            let message = error.to_string();
-            let api = ApiError::from(error);
-            assert_eq!((api.status.as_u16(), api.code), (status, code), "{message}");
-            assert_eq!(api.body()["error"]["message"], message);
-            let response = api.into_response();
-            assert_eq!(
-                response.headers().contains_key(header::RETRY_AFTER),
-                status == 503
-            );
+            assert_maps(error, status, code);
         }
     }
 }

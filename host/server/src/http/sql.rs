@@ -247,7 +247,6 @@ async fn stream(app: AppState, request: QueryRequest) -> Result<Response, ApiErr
 mod tests {
     use std::time::Duration;
 
-    use axum::response::IntoResponse;
     use ebb_query::FunctionError;
 
     use super::*;
@@ -318,16 +317,7 @@ mod tests {
             ),
         ];
         for (error, status, code) in cases {
-            let message = error.to_string();
-            let api = ApiError::from(error);
-            assert_eq!((api.status.as_u16(), api.code), (status, code), "{message}");
-            assert_eq!(api.body()["error"]["message"], message);
-            let response = api.into_response();
-            assert_eq!(
-                response.headers().contains_key(header::RETRY_AFTER),
-                status == 503,
-                "{message}"
-            );
+            crate::http::error::assert_maps(error, status, code);
         }
         let changed = ApiError::from(QueryError::PluginChanged {
             plugin: "json".into(),
