@@ -46,8 +46,17 @@ pub struct Partition {
     records: OrdMap<Arc<str>, Record>,
     deadlines: BTreeSet<(u64, Arc<str>)>,
     live: usize,
+    bytes: usize,
     revision: u64,
     incarnation: u64,
+}
+
+/// Estimated bytes one record costs in a partition beyond its key and
+/// value: the record's fields and its slot in the ordered index.
+const RECORD_OVERHEAD: usize = 128;
+
+fn footprint(key: &str, record: &Record) -> usize {
+    RECORD_OVERHEAD + key.len() + record.value.len()
 }
 
 impl Partition {
@@ -57,6 +66,7 @@ impl Partition {
             records: OrdMap::new(),
             deadlines: BTreeSet::new(),
             live: 0,
+            bytes: 0,
             revision: 0,
             incarnation: rand::random(),
         }
@@ -76,8 +86,10 @@ impl Partition {
         }
         let deadline = record.deadline();
         let is_live = record.kind == crate::record::RecordKind::Live;
+        self.bytes += footprint(&key, &record);
         let previous = self.records.insert(key.clone(), record);
         if let Some(previous) = &previous {
+            self.bytes -= footprint(&key, previous);
             if let Some(old) = previous.deadline() {
                 self.deadlines.remove(&(old, key.clone()));
             }
@@ -118,6 +130,16 @@ impl Partition {
     /// All records, tombstones included.
     pub fn len(&self) -> usize {
         self.records.len()
+    }
+
+    /// Tombstones (deletes and converted expiries) held.
+    pub fn tombstone_count(&self) -> usize {
+        self.records.len() - self.live
+    }
+
+    /// Bytes the partition's records and index hold.
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Advances on every winning mutation.

@@ -91,6 +91,10 @@ pub(crate) struct PartitionInfo {
     pub(crate) live: usize,
     /// All records, tombstones included.
     pub(crate) records: usize,
+    /// Tombstones (deletes and converted expiries).
+    pub(crate) tombstones: usize,
+    /// Bytes the partition's records and index hold.
+    pub(crate) memory_bytes: usize,
     /// Current revision.
     pub(crate) revision: u64,
 }
@@ -255,6 +259,8 @@ impl FragmentState {
                     table,
                     live: partition.live_count(),
                     records: partition.len(),
+                    tombstones: partition.tombstone_count(),
+                    memory_bytes: partition.memory_bytes(),
                     revision: partition.revision(),
                 }
             })
