@@ -128,14 +128,26 @@ impl Record {
     /// the greater record wins. At an equal version a tombstone wins, so a
     /// converted expiry is never undone by the value it replaced.
     pub fn lww_cmp(&self, other: &Record) -> Ordering {
+        self.lww_cmp_parts(&other.version, other.is_tombstone())
+    }
+
+    /// [`Self::lww_cmp`] against a record given by its version and whether
+    /// it is a tombstone.
+    pub fn lww_cmp_parts(&self, version: &Version, is_tombstone: bool) -> Ordering {
         self.version
-            .cmp(&other.version)
-            .then(self.is_tombstone().cmp(&other.is_tombstone()))
+            .cmp(version)
+            .then(self.is_tombstone().cmp(&is_tombstone))
     }
 
     /// Whether this record replaces `current` under last-writer-wins.
     pub fn wins_over(&self, current: &Record) -> bool {
         self.lww_cmp(current) == Ordering::Greater
+    }
+
+    /// [`Self::wins_over`] a record given by its version and whether it is a
+    /// tombstone.
+    pub fn wins_over_parts(&self, version: &Version, is_tombstone: bool) -> bool {
+        self.lww_cmp_parts(version, is_tombstone) == Ordering::Greater
     }
 
     /// Approximate heap bytes, for budgets and flush sizing.

@@ -4,16 +4,17 @@
 //! A page reads an immutable snapshot and holds no lock, so calls into
 //! functions (plugins included) never block writers.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
+use std::cell::OnceCell;
+use std::collections::hash_map::Entry as Slot;
+use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
 use ebb_query::{AggState, Column, EvalError, Meter, Plan, RowSource, Shape, Value, eval_batch};
 
-use super::prefetch::prefetch;
+use super::prefetch::prefetch_lines as prefetch_lines_at;
+use crate::fragment::entry::Entry;
 use crate::fragment::partition::PartitionSnapshot;
-use crate::record::Record;
 
 /// Records evaluated together (one function call per batch): small enough
 /// that a batch's value vectors stay in cache.
@@ -31,26 +32,44 @@ const BATCH_VALUE_BYTES: usize = 1 << 20;
 /// inside their budget and the query goes on with the next page.
 const PAGE_SOFT_SHARE: usize = 4;
 
-/// A visible record during a scan, borrowed from the snapshot (values are
-/// cloned only when an expression reads them).
+/// Entries a scan asks the CPU to load ahead of the one it reads: entries
+/// are scattered over the heap, and a window this deep keeps several loads
+/// in flight.
+const PREFETCH_AHEAD: usize = 8;
+
+/// A visible record during a scan, borrowed from the snapshot (its key and
+/// value are shared, not copied, when an expression reads them; the key's
+/// string is built once per row).
 pub(crate) struct ScanRow<'a> {
-    /// The key.
-    pub key: &'a Arc<str>,
-    /// The record.
-    pub record: &'a Record,
-    /// Its fragment.
-    pub fragment: u32,
+    entry: &'a Entry,
+    key: OnceCell<Arc<str>>,
+    fragment: u32,
+}
+
+impl<'a> ScanRow<'a> {
+    fn new(entry: &'a Entry, fragment: u32) -> Self {
+        Self {
+            entry,
+            key: OnceCell::new(),
+            fragment,
+        }
+    }
+
+    /// The key as the string output rows and values carry.
+    fn key(&self) -> &Arc<str> {
+        self.key.get_or_init(|| Arc::from(self.entry.key()))
+    }
 }
 
 impl RowSource for ScanRow<'_> {
     fn column(&self, column: Column) -> Value {
         match column {
-            Column::Key => Value::Text(self.key.clone()),
-            Column::Value => Value::Bytes(self.record.value.clone()),
-            Column::VersionMs => Value::Int(self.record.version.hlc_ms as i64),
+            Column::Key => Value::Text(self.key().clone()),
+            Column::Value => Value::Bytes(self.entry.value_bytes()),
+            Column::VersionMs => Value::Int(self.entry.hlc_ms() as i64),
             Column::ExpiresAt => self
-                .record
-                .expires_at_ms
+                .entry
+                .expires_at_ms()
                 .map_or(Value::Null, |at| Value::Int(at as i64)),
             Column::Fragment => Value::Int(i64::from(self.fragment)),
         }
@@ -150,12 +169,13 @@ pub(crate) fn run_page(
         PLUGIN_BATCH
     };
     let mut batch: Vec<ScanRow<'_>> = Vec::with_capacity(batch_size.min(budget.visit));
-    // Values are scattered over the heap: loading each one's bytes while the
-    // batch fills, rather than when an expression first reads it, keeps the
-    // evaluation from waiting on memory one row at a time.
-    let prefetch_values = plan.reads_value();
-    // Borrowed while scanning; cloned once at the end.
-    let mut last: Option<&Arc<str>> = None;
+    // An entry's first cache line holds its header and short keys; values
+    // follow. Loading the lines a plan reads a few entries ahead keeps the
+    // scan from waiting on memory one row at a time.
+    let prefetch_lines = if plan.reads_value() { 3 } else { 1 };
+    let mut window: VecDeque<&Entry> = VecDeque::with_capacity(PREFETCH_AHEAD);
+    // Borrowed while scanning; copied once at the end.
+    let mut last: Option<&Entry> = None;
     let mut exhausted = true;
     'ranges: for range in &plan.ranges.0 {
         if let Some(resume) = resume_after
@@ -167,7 +187,18 @@ pub(crate) fn run_page(
             lower_bound(&range.start, resume_after),
             upper_bound(&range.end),
         );
-        for (key, record) in snapshot.records.range::<_, str>(bounds) {
+        let mut entries = snapshot.range::<(Bound<&str>, Bound<&str>)>(bounds);
+        window.clear();
+        loop {
+            while window.len() < PREFETCH_AHEAD
+                && let Some(next) = entries.next()
+            {
+                prefetch_lines_at(next.address(), prefetch_lines);
+                window.push_back(next);
+            }
+            let Some(entry) = window.pop_front() else {
+                break;
+            };
             // A page that built nothing never ends early (a budget under 4
             // bytes makes the soft share 0), so every page makes progress.
             if out.visited == budget.visit || (meter.used() > 0 && meter.used() >= soft_bytes) {
@@ -175,19 +206,12 @@ pub(crate) fn run_page(
                 break 'ranges;
             }
             out.visited += 1;
-            last = Some(key);
-            if !record.is_visible_at(snapshot_ms) {
+            last = Some(entry);
+            if !entry.is_visible_at(snapshot_ms) {
                 continue;
             }
-            if prefetch_values {
-                prefetch(&record.value);
-                batch_bytes += record.value.len();
-            }
-            batch.push(ScanRow {
-                key,
-                record,
-                fragment,
-            });
+            batch_bytes += entry.value().len();
+            batch.push(ScanRow::new(entry, fragment));
             if batch.len() == batch_size || batch_bytes >= BATCH_VALUE_BYTES {
                 evaluate(plan, &mut batch, &mut out, &mut meter)?;
                 batch_bytes = 0;
@@ -196,7 +220,9 @@ pub(crate) fn run_page(
     }
     evaluate(plan, &mut batch, &mut out, &mut meter)?;
     out.done = exhausted;
-    out.resume_after = last.cloned().or_else(|| resume_after.map(Arc::from));
+    out.resume_after = last
+        .map(|entry| Arc::from(entry.key()))
+        .or_else(|| resume_after.map(Arc::from));
     Ok(out)
 }
 
@@ -243,7 +269,7 @@ fn evaluate_kept(
                 .collect::<Result<_, _>>()?;
             for (i, row) in rows.iter().enumerate() {
                 out.rows.push(OutRow {
-                    key: row.key.clone(),
+                    key: row.key().clone(),
                     values: columns.iter().map(|c| c[i].clone()).collect(),
                     sort: sorts.iter().map(|c| c[i].clone()).collect(),
                 });
@@ -272,8 +298,8 @@ fn evaluate_kept(
             if group_by.is_empty() {
                 // One group: every row updates it, no per-row bookkeeping.
                 let states = match out.groups.entry(Vec::new()) {
-                    Entry::Occupied(slot) => slot.into_mut(),
-                    Entry::Vacant(slot) => slot.insert(init()?),
+                    Slot::Occupied(slot) => slot.into_mut(),
+                    Slot::Vacant(slot) => slot.insert(init()?),
                 };
                 for (a, aggregate) in aggregates.iter().enumerate() {
                     aggregate
@@ -294,8 +320,8 @@ fn evaluate_kept(
             }
             for (key, indexes) in members {
                 let states = match out.groups.entry(key) {
-                    Entry::Occupied(slot) => slot.into_mut(),
-                    Entry::Vacant(slot) => slot.insert(init()?),
+                    Slot::Occupied(slot) => slot.into_mut(),
+                    Slot::Vacant(slot) => slot.insert(init()?),
                 };
                 for (a, aggregate) in aggregates.iter().enumerate() {
                     let gathered: Vec<Vec<Value>> = args[a]

@@ -1,5 +1,6 @@
-//! The cleaner: converts due expirations, waking at the fragment's earliest
-//! deadline and at least every `clean_interval`.
+//! The cleaner: converts due expirations and purges tombstones past the
+//! retention, waking at the fragment's earliest deadline, when its oldest
+//! tombstone comes due, and at least every `clean_interval`.
 
 use std::time::Duration;
 
@@ -7,13 +8,15 @@ use super::periodic::Maintenance;
 use super::runtime::FragmentShared;
 use crate::clock::now_ms;
 
-/// Expiry conversion, run by a [`super::periodic::Periodic`] actor.
+/// Expiry conversion and tombstone purge, run by a
+/// [`super::periodic::Periodic`] actor.
 pub(crate) struct Cleaner;
 
 impl Maintenance for Cleaner {
     async fn due(shared: &FragmentShared) {
         let state = &shared.state;
         let interval = shared.config.clean_interval.as_millis().max(1) as u64;
+        let retention = retention_ms(shared);
         loop {
             // Listen before reading the deadlines, so an earlier deadline
             // offered in between still wakes us.
@@ -21,9 +24,13 @@ impl Maintenance for Cleaner {
             tokio::pin!(changed);
             changed.as_mut().enable();
             let now = now_ms();
-            let next = state
-                .earliest_deadline()
-                .map_or(now + interval, |deadline| deadline.min(now + interval));
+            let purge_due = state
+                .oldest_tombstone()
+                .map(|since| since.saturating_add(retention));
+            let next = [state.earliest_deadline(), purge_due]
+                .into_iter()
+                .flatten()
+                .fold(now + interval, u64::min);
             state.expiry_wake().plan(next);
             if next <= now {
                 return;
@@ -48,12 +55,26 @@ impl Maintenance for Cleaner {
             // Let writers and readers at the partitions between pages.
             tokio::task::yield_now().await;
         }
-        if converted > 0
+        let cutoff = now.saturating_sub(retention_ms(shared));
+        let mut purged = 0;
+        loop {
+            let page = fragment.purge_page(cutoff);
+            purged += page.purged;
+            if !page.more || page.purged == 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        if converted + purged > 0
             && let Err(error) = fragment.persistence().flush().await
         {
-            // The conversions stay buffered and are retried by the
+            // The conversions and removals stay buffered and are retried by the
             // snapshotter; readers already treat the records as gone.
-            tracing::warn!(fragment = fragment.id(), %error, "flush after expiry failed");
+            tracing::warn!(fragment = fragment.id(), %error, "flush after expiry and purge failed");
         }
     }
+}
+
+fn retention_ms(shared: &FragmentShared) -> u64 {
+    u64::try_from(shared.config.tombstone_retention.as_millis()).unwrap_or(u64::MAX)
 }

@@ -1,6 +1,8 @@
 //! Bounded expiry passes: converting due records into expiry tombstones, a
 //! page at a time, releasing partition locks between pages.
 
+use std::sync::Arc;
+
 use super::state::FragmentState;
 
 /// Most records a page converts.
@@ -34,30 +36,29 @@ impl FragmentState {
             let bound = outbox.is_bound(&table);
             let mut partition = partition.write();
             let due = partition.due(now_ms, PAGE_RECORDS - page.converted + 1);
-            for (deadline, key) in due {
+            for (deadline, current) in due {
                 if page.converted == PAGE_RECORDS || page.bytes >= PAGE_BYTES {
                     page.more = true;
                     return page;
                 }
-                let Some(current) = partition.get(&key) else {
-                    continue;
-                };
                 debug_assert_eq!(current.deadline(), Some(deadline));
-                let tombstone = current.to_expiry_tombstone();
-                let released = current.value.len();
+                let key: Arc<str> = Arc::from(current.key());
+                let record = current.record();
+                let tombstone = record.to_expiry_tombstone();
+                let released = record.value.len();
                 let room = key.len() + 64 + if bound { 128 + released } else { 0 };
                 if self.persistence().check_room(room).is_err() {
                     page.more = true;
                     return page;
                 }
                 if bound {
-                    let event = outbox.event(self.id(), &table, &key, current, now_ms);
+                    let event = outbox.event(self.id(), &table, &key, &record, now_ms);
                     self.persistence()
                         .enqueue_expiry(&table, &key, &tombstone, event);
                 } else {
                     self.persistence().enqueue(&table, &key, &tombstone);
                 }
-                partition.apply(key, tombstone);
+                partition.apply(&key, &tombstone);
                 page.converted += 1;
                 page.bytes += released;
             }
@@ -152,9 +153,10 @@ mod tests {
         let partition = state.partition(&table).unwrap();
         let partition = partition.read();
         let after = partition.get("k0000").unwrap();
-        assert_eq!(after.kind, RecordKind::ExpiryTombstone);
+        assert_eq!(after.kind(), RecordKind::ExpiryTombstone);
         assert_eq!(
-            after.version, before.version,
+            after.version(),
+            before.version(),
             "conversion keeps the original version"
         );
         assert_eq!(

@@ -11,9 +11,20 @@ use super::error::BacklogFull;
 use crate::metrics::Histogram;
 use crate::names::TableName;
 use crate::record::Record;
-use crate::store::{Committer, FragmentId, PendingEvent, StoreBatch, StoreError, StoredRecord};
+use crate::store::{
+    Committer, FragmentId, PendingEvent, RecordLocation, StoreBatch, StoreError, StoredRecord,
+};
 
 type BufferKey = (TableName, Arc<str>);
+
+/// What the buffer holds for a key: the newest record to put, or `None` for
+/// a removal (a purged tombstone).
+type Change = Option<Record>;
+
+/// Bytes a change is counted for in the backlog.
+fn change_weight(key: &str, change: &Change) -> usize {
+    key.len() + change.as_ref().map_or(32, Record::weight)
+}
 
 /// The node's expiry outbox as the write path sees it: which tables'
 /// expiries produce events, the event of one expiry, and where events go
@@ -41,14 +52,14 @@ pub trait ExpiryOutbox: Send + Sync {
 
 #[derive(Default)]
 struct Buffer {
-    /// Newest winning record per key, not yet handed to the store.
-    pending: HashMap<BufferKey, Record>,
+    /// Newest change per key, not yet handed to the store.
+    pending: HashMap<BufferKey, Change>,
     pending_bytes: usize,
     /// Expiry events, written in the same store write as their tombstones.
     events: Vec<PendingEvent>,
     /// The batch being written; kept until the write succeeds so that a
     /// failed or abandoned write can be retried.
-    in_flight: Option<HashMap<BufferKey, Record>>,
+    in_flight: Option<HashMap<BufferKey, Change>>,
     in_flight_events: Vec<PendingEvent>,
     in_flight_bytes: usize,
     /// Sequence number of the latest enqueued record.
@@ -59,12 +70,12 @@ struct Buffer {
 impl Buffer {
     fn restore_in_flight(&mut self) {
         if let Some(batch) = self.in_flight.take() {
-            for (key, record) in batch {
+            for (key, change) in batch {
                 // Anything already pending for the key was applied later and
                 // so is newer: keep it.
                 if let Entry::Vacant(slot) = self.pending.entry(key) {
-                    self.pending_bytes += record.weight();
-                    slot.insert(record);
+                    self.pending_bytes += change_weight(&slot.key().1, &change);
+                    slot.insert(change);
                 }
             }
             // Events keep their order: the older ones go first.
@@ -175,16 +186,28 @@ impl Persistence {
     /// buffer is large enough that a background flush should start. Call
     /// under the partition lock so the buffer sees mutations in apply order.
     pub fn enqueue(&self, table: &TableName, key: &Arc<str>, record: &Record) -> (u64, bool) {
+        self.enqueue_change(table, key, Some(record.clone()))
+    }
+
+    /// Enqueue the removal of `key` from the store (its tombstone was
+    /// purged). It replaces whatever is buffered for the key, so the store
+    /// never sees the tombstone after the removal. Call under the
+    /// partition lock.
+    pub fn enqueue_removal(&self, table: &TableName, key: &Arc<str>) -> (u64, bool) {
+        self.enqueue_change(table, key, None)
+    }
+
+    fn enqueue_change(&self, table: &TableName, key: &Arc<str>, change: Change) -> (u64, bool) {
         let mut buffer = self.buffer.lock();
-        let weight = record.weight() + key.len();
+        let weight = change_weight(key, &change);
         match buffer.pending.entry((table.clone(), key.clone())) {
             Entry::Occupied(mut slot) => {
-                let old = slot.get().weight() + key.len();
-                slot.insert(record.clone());
+                let old = change_weight(key, slot.get());
+                slot.insert(change);
                 buffer.pending_bytes = buffer.pending_bytes + weight - old;
             }
             Entry::Vacant(slot) => {
-                slot.insert(record.clone());
+                slot.insert(change);
                 buffer.pending_bytes += weight;
             }
         }
@@ -265,18 +288,25 @@ impl Persistence {
             let pending = std::mem::take(&mut buffer.pending);
             buffer.in_flight_bytes = std::mem::take(&mut buffer.pending_bytes);
             let events = std::mem::take(&mut buffer.events);
-            let batch = StoreBatch {
-                records: pending
-                    .iter()
-                    .map(|((table, key), record)| StoredRecord {
+            let mut batch = StoreBatch {
+                outbox: events.iter().map(|e| (e.key.clone(), e.encode())).collect(),
+                ..StoreBatch::default()
+            };
+            for ((table, key), change) in &pending {
+                match change {
+                    Some(record) => batch.records.push(StoredRecord {
                         fragment: self.fragment,
                         table: table.clone(),
                         key: key.clone(),
                         record: record.clone(),
-                    })
-                    .collect(),
-                outbox: events.iter().map(|e| (e.key.clone(), e.encode())).collect(),
-            };
+                    }),
+                    None => batch.removed.push(RecordLocation {
+                        fragment: self.fragment,
+                        table: table.clone(),
+                        key: key.clone(),
+                    }),
+                }
+            }
             buffer.in_flight = Some(pending);
             buffer.in_flight_events = events;
             (batch, buffer.enqueued_seq)

@@ -6,9 +6,11 @@
 //! crate uses. Lower files never name higher ones:
 //!
 //! - leaves: `error` (the runtime's errors), `pool` (priorities and
-//!   admission), `partition` (one table's records);
+//!   admission), `entry` (one record in one allocation), then `partition`
+//!   (one table's records);
 //! - `flush` (the write buffer on its way to the store), then `state` (the
-//!   fragment's partitions and buffer) and `expiry` (due-record conversion);
+//!   fragment's partitions and buffer), `expiry` (due-record conversion)
+//!   and `purge` (removing old tombstones);
 //! - `worker`, then `runtime` (what the actors share), then the actors:
 //!   `periodic` with `cleaner` and `snapshotter`, `dispatcher`, and the
 //!   `health` report;
@@ -16,6 +18,7 @@
 
 mod cleaner;
 mod dispatcher;
+pub(crate) mod entry;
 mod error;
 mod expiry;
 pub(crate) mod flush;
@@ -24,6 +27,7 @@ mod health;
 pub(crate) mod partition;
 mod periodic;
 pub(crate) mod pool;
+mod purge;
 pub(crate) mod runtime;
 mod snapshotter;
 pub(crate) mod state;

@@ -1,11 +1,12 @@
 //! One table's records inside one fragment: the ordered key index, its expiry
-//! deadlines, revision and incarnation.
+//! deadlines and standing tombstones, revision and incarnation.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::ops::RangeBounds;
 
-use imbl::OrdMap;
+use imbl::OrdSet;
 
+use super::entry::Entry;
 use crate::record::Record;
 
 /// Result of offering a record to a partition.
@@ -13,19 +14,18 @@ use crate::record::Record;
 pub enum ApplyOutcome {
     /// The record won and replaced `previous` (if any).
     Applied {
-        /// The record it replaced.
-        previous: Option<Record>,
+        /// The entry it replaced.
+        previous: Option<Entry>,
     },
     /// The partition already holds a record that wins over the offered one.
     Superseded,
 }
 
 /// A consistent, immutable view of a partition. Taking one is O(1): the
-/// ordered map is persistent and shares structure with the live partition.
+/// ordered index is persistent and shares structure with the live partition.
 #[derive(Clone, Debug)]
 pub struct PartitionSnapshot {
-    /// Every record (tombstones included) in key order.
-    pub records: OrdMap<Arc<str>, Record>,
+    records: OrdSet<Entry>,
     /// Revision at the time of the snapshot.
     pub revision: u64,
     /// Incarnation of the partition the snapshot came from.
@@ -34,37 +34,67 @@ pub struct PartitionSnapshot {
     pub visible: usize,
 }
 
+impl PartitionSnapshot {
+    /// Every entry (tombstones included) whose key is in `range`, in key
+    /// order.
+    pub fn range<R: RangeBounds<str>>(&self, range: R) -> impl Iterator<Item = &Entry> {
+        self.records.range::<R, str>(range)
+    }
+
+    /// All entries, tombstones included.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+}
+
+/// Bytes a record's place in the ordered index costs on average: an 8-byte
+/// pointer in a node of 16 that is about two-thirds full, plus the
+/// branches above it.
+const INDEX_SLOT_BYTES: usize = 16;
+/// Bytes an entry's place in the deadline or tombstone index costs (a
+/// `BTreeSet` of `(u64, Entry)`).
+const SIDE_INDEX_SLOT_BYTES: usize = 24;
+
+/// Bytes `entry` holds in a partition: its block, its index slot and its
+/// slot in the deadline or tombstone index if it has one.
+fn footprint(entry: &Entry) -> usize {
+    let side = if entry.deadline().is_some() || entry.is_tombstone() {
+        SIDE_INDEX_SLOT_BYTES
+    } else {
+        0
+    };
+    entry.heap_bytes() + INDEX_SLOT_BYTES + side
+}
+
 /// A table partition. Callers serialize access (the fragment wraps each
-/// partition in a lock); every method is O(log n) and never blocks.
+/// partition in a lock); every method is O(log n) per record it touches and
+/// never blocks.
 ///
-/// Invariants: `deadlines` holds exactly one `(deadline, key)` per live record
-/// with a TTL; `live` counts records of kind `Live` (expired ones included
-/// until the cleaner converts them); `revision` advances on every winning
-/// mutation.
+/// Invariants: `deadlines` holds exactly one `(deadline, entry)` per live
+/// record with a TTL and `tombstones` one `(standing since, entry)` per
+/// tombstone; `live` counts records of kind `Live` (expired ones included
+/// until the cleaner converts them); `bytes` is the sum of the entries'
+/// footprints; `revision` advances on every mutation readers can see (a
+/// purge of tombstones is not one).
 #[derive(Debug)]
 pub struct Partition {
-    records: OrdMap<Arc<str>, Record>,
-    deadlines: BTreeSet<(u64, Arc<str>)>,
+    records: OrdSet<Entry>,
+    deadlines: BTreeSet<(u64, Entry)>,
+    tombstones: BTreeSet<(u64, Entry)>,
     live: usize,
     bytes: usize,
     revision: u64,
     incarnation: u64,
 }
 
-/// Estimated bytes one record costs in a partition beyond its key and
-/// value: the record's fields and its slot in the ordered index.
-const RECORD_OVERHEAD: usize = 128;
-
-fn footprint(key: &str, record: &Record) -> usize {
-    RECORD_OVERHEAD + key.len() + record.value.len()
-}
-
 impl Partition {
     /// An empty partition with a fresh incarnation.
     pub fn new() -> Self {
         Self {
-            records: OrdMap::new(),
+            records: OrdSet::new(),
             deadlines: BTreeSet::new(),
+            tombstones: BTreeSet::new(),
             live: 0,
             bytes: 0,
             revision: 0,
@@ -72,39 +102,54 @@ impl Partition {
         }
     }
 
-    /// The current record of `key`, tombstones and expired values included.
-    pub fn get(&self, key: &str) -> Option<&Record> {
+    /// The current entry of `key`, tombstones and expired values included.
+    pub fn get(&self, key: &str) -> Option<&Entry> {
         self.records.get(key)
     }
 
     /// Offer `record` for `key` under last-writer-wins.
-    pub fn apply(&mut self, key: Arc<str>, record: Record) -> ApplyOutcome {
-        if let Some(current) = self.records.get(&key)
-            && !record.wins_over(current)
+    pub fn apply(&mut self, key: &str, record: &Record) -> ApplyOutcome {
+        if let Some(current) = self.records.get(key)
+            && !record.wins_over_parts(&current.version(), current.is_tombstone())
         {
             return ApplyOutcome::Superseded;
         }
-        let deadline = record.deadline();
-        let is_live = record.kind == crate::record::RecordKind::Live;
-        self.bytes += footprint(&key, &record);
-        let previous = self.records.insert(key.clone(), record);
+        let entry = Entry::new(key, record);
+        self.index(&entry);
+        let previous = self.records.insert(entry);
         if let Some(previous) = &previous {
-            self.bytes -= footprint(&key, previous);
-            if let Some(old) = previous.deadline() {
-                self.deadlines.remove(&(old, key.clone()));
-            }
-            if previous.kind == crate::record::RecordKind::Live {
-                self.live -= 1;
-            }
-        }
-        if let Some(deadline) = deadline {
-            self.deadlines.insert((deadline, key));
-        }
-        if is_live {
-            self.live += 1;
+            self.unindex(previous);
         }
         self.revision += 1;
         ApplyOutcome::Applied { previous }
+    }
+
+    /// Count `entry` and add it to the side indexes.
+    fn index(&mut self, entry: &Entry) {
+        self.bytes += footprint(entry);
+        if let Some(deadline) = entry.deadline() {
+            self.deadlines.insert((deadline, entry.clone()));
+        }
+        match entry.tombstone_since_ms() {
+            Some(since) => {
+                self.tombstones.insert((since, entry.clone()));
+            }
+            None => self.live += 1,
+        }
+    }
+
+    /// Undo [`Self::index`] for an entry that left the ordered index.
+    fn unindex(&mut self, entry: &Entry) {
+        self.bytes -= footprint(entry);
+        if let Some(deadline) = entry.deadline() {
+            self.deadlines.remove(&(deadline, entry.clone()));
+        }
+        match entry.tombstone_since_ms() {
+            Some(since) => {
+                self.tombstones.remove(&(since, entry.clone()));
+            }
+            None => self.live -= 1,
+        }
     }
 
     /// The earliest deadline of a live record, if any.
@@ -112,14 +157,43 @@ impl Partition {
         self.deadlines.first().map(|(deadline, _)| *deadline)
     }
 
-    /// Up to `limit` keys whose deadline is at or before `now_ms`, earliest first.
-    pub fn due(&self, now_ms: u64, limit: usize) -> Vec<(u64, Arc<str>)> {
+    /// Up to `limit` entries whose deadline is at or before `now_ms`,
+    /// earliest first.
+    pub fn due(&self, now_ms: u64, limit: usize) -> Vec<(u64, Entry)> {
         self.deadlines
             .iter()
             .take_while(|(deadline, _)| *deadline <= now_ms)
             .take(limit)
             .cloned()
             .collect()
+    }
+
+    /// Since when the oldest tombstone stands, if there is one.
+    pub fn oldest_tombstone(&self) -> Option<u64> {
+        self.tombstones.first().map(|(since, _)| *since)
+    }
+
+    /// Remove up to `limit` tombstones standing since `cutoff_ms` or
+    /// earlier, oldest first, and return them. Readers see no change (only
+    /// invisible records go), so the revision stays: a guarded cursor's
+    /// next page is what it would have been. The caller removes the keys
+    /// from the store.
+    pub fn purge(&mut self, cutoff_ms: u64, limit: usize) -> Vec<Entry> {
+        let mut purged = Vec::new();
+        while purged.len() < limit {
+            let Some((since, _)) = self.tombstones.first() else {
+                break;
+            };
+            if *since > cutoff_ms {
+                break;
+            }
+            let (_, entry) = self.tombstones.pop_first().expect("checked above");
+            let removed = self.records.remove(entry.key());
+            debug_assert!(removed.is_some(), "a standing tombstone is indexed");
+            self.bytes -= footprint(&entry);
+            purged.push(entry);
+        }
+        purged
     }
 
     /// Live records (expired ones not yet converted included).
@@ -134,15 +208,16 @@ impl Partition {
 
     /// Tombstones (deletes and converted expiries) held.
     pub fn tombstone_count(&self) -> usize {
-        self.records.len() - self.live
+        self.tombstones.len()
     }
 
-    /// Bytes the partition's records and index hold.
+    /// Bytes the partition's records and indexes hold (estimated from
+    /// their sizes; the allocator's rounding is not counted).
     pub fn memory_bytes(&self) -> usize {
         self.bytes
     }
 
-    /// Advances on every winning mutation.
+    /// Advances on every mutation readers can see.
     pub fn revision(&self) -> u64 {
         self.revision
     }
@@ -158,7 +233,8 @@ impl Partition {
     pub fn snapshot_at(&self, now_ms: u64) -> PartitionSnapshot {
         let due = self
             .deadlines
-            .range(..(now_ms.saturating_add(1), Arc::from("")))
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= now_ms)
             .count();
         PartitionSnapshot {
             records: self.records.clone(),
@@ -177,6 +253,8 @@ impl Default for Partition {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::record::{RecordKind, Version};
     use bytes::Bytes;
@@ -191,13 +269,24 @@ mod tests {
 
     fn put(p: &mut Partition, key: &str, at: u64, ttl_deadline: Option<u64>) -> ApplyOutcome {
         p.apply(
-            Arc::from(key),
-            Record::live(
+            key,
+            &Record::live(
                 version(at),
                 Bytes::from(format!("{key}@{at}")),
                 ttl_deadline,
             ),
         )
+    }
+
+    fn delete(p: &mut Partition, key: &str, at: u64) {
+        p.apply(key, &Record::tombstone(version(at)));
+    }
+
+    fn keys(snapshot: &PartitionSnapshot) -> Vec<String> {
+        snapshot
+            .range::<std::ops::RangeFull>(..)
+            .map(|e| e.key().to_string())
+            .collect()
     }
 
     #[test]
@@ -210,7 +299,7 @@ mod tests {
         assert_eq!(p.revision(), 1);
         assert_eq!(put(&mut p, "a", 5, None), ApplyOutcome::Superseded);
         assert_eq!(p.revision(), 1, "a losing write changes nothing");
-        assert_eq!(p.get("a").unwrap().value, Bytes::from("a@10"));
+        assert_eq!(p.get("a").unwrap().value(), b"a@10");
         assert!(matches!(
             put(&mut p, "a", 11, None),
             ApplyOutcome::Applied { previous: Some(_) }
@@ -226,10 +315,11 @@ mod tests {
         put(&mut p, "b", 1, None);
         assert_eq!(p.live_count(), 2);
         assert_eq!(p.earliest_deadline(), Some(100));
-        p.apply(Arc::from("a"), Record::tombstone(version(2)));
+        delete(&mut p, "a", 2);
         assert_eq!(p.live_count(), 1);
+        assert_eq!(p.tombstone_count(), 1);
         assert_eq!(p.earliest_deadline(), None, "a delete removes the deadline");
-        assert_eq!(p.get("a").unwrap().kind, RecordKind::Tombstone);
+        assert_eq!(p.get("a").unwrap().kind(), RecordKind::Tombstone);
         assert_eq!(p.len(), 2, "the tombstone stays to order later writes");
     }
 
@@ -239,10 +329,16 @@ mod tests {
         put(&mut p, "a", 1, Some(100));
         put(&mut p, "a", 2, Some(300));
         put(&mut p, "b", 1, Some(200));
-        assert_eq!(p.due(250, 10), vec![(200, Arc::from("b"))]);
+        let due = |p: &Partition, now, limit| -> Vec<(u64, String)> {
+            p.due(now, limit)
+                .into_iter()
+                .map(|(at, e)| (at, e.key().to_string()))
+                .collect()
+        };
+        assert_eq!(due(&p, 250, 10), vec![(200, "b".to_string())]);
         assert_eq!(p.due(1000, 1).len(), 1, "the limit bounds a page");
         put(&mut p, "a", 3, None);
-        assert_eq!(p.due(1000, 10), vec![(200, Arc::from("b"))]);
+        assert_eq!(due(&p, 1000, 10), vec![(200, "b".to_string())]);
     }
 
     #[test]
@@ -252,13 +348,76 @@ mod tests {
         let snapshot = p.snapshot_at(0);
         put(&mut p, "b", 2, None);
         put(&mut p, "a", 3, None);
-        assert_eq!(snapshot.records.len(), 1);
-        assert_eq!(snapshot.records.get("a").unwrap().value, Bytes::from("a@1"));
+        assert_eq!(snapshot.len(), 1);
+        assert_eq!(
+            snapshot
+                .range::<std::ops::RangeFull>(..)
+                .next()
+                .unwrap()
+                .value(),
+            b"a@1"
+        );
         assert_eq!(snapshot.revision, 1);
         assert_eq!(snapshot.incarnation, p.incarnation());
         assert_eq!(p.snapshot_at(0).revision, 3);
         put(&mut p, "c", 4, Some(50));
         assert_eq!(p.snapshot_at(49).visible, 3);
         assert_eq!(p.snapshot_at(50).visible, 2, "due records are not visible");
+    }
+
+    #[test]
+    fn purge_removes_old_tombstones_in_pages_and_leaves_readers_unchanged() {
+        let mut p = Partition::new();
+        for i in 0..10 {
+            put(&mut p, &format!("k{i}"), 1, None);
+        }
+        let empty_bytes = Partition::new().memory_bytes();
+        let full_bytes = p.memory_bytes();
+        for i in 0..6 {
+            delete(&mut p, &format!("k{i}"), 10 + i);
+        }
+        let before = p.snapshot_at(100);
+        let revision = p.revision();
+        assert_eq!(p.oldest_tombstone(), Some(10));
+        // Only tombstones standing since the cutoff or earlier go, oldest
+        // first, at most `limit` per call.
+        let page = p.purge(13, 2);
+        assert_eq!(
+            page.iter().map(|e| e.key()).collect::<Vec<_>>(),
+            ["k0", "k1"]
+        );
+        let page = p.purge(13, 10);
+        assert_eq!(
+            page.iter().map(|e| e.key()).collect::<Vec<_>>(),
+            ["k2", "k3"]
+        );
+        assert!(p.purge(13, 10).is_empty());
+        assert_eq!(p.oldest_tombstone(), Some(14));
+        assert_eq!(p.revision(), revision, "readers see no change");
+        assert_eq!((p.len(), p.tombstone_count(), p.live_count()), (6, 2, 4));
+        assert_eq!(keys(&before).len(), 10, "a snapshot keeps what it had");
+        assert!(p.get("k0").is_none());
+        // A new write to a purged key starts afresh.
+        put(&mut p, "k0", 20, None);
+        assert_eq!(p.get("k0").unwrap().value(), b"k0@20");
+        p.purge(u64::MAX, usize::MAX);
+        for i in [0, 6, 7, 8, 9] {
+            p.apply(&format!("k{i}"), &Record::tombstone(version(30)));
+        }
+        assert_eq!(p.purge(u64::MAX, usize::MAX).len(), 5);
+        assert_eq!((p.len(), p.tombstone_count(), p.live_count()), (0, 0, 0));
+        assert_eq!(p.memory_bytes(), empty_bytes);
+        assert!(full_bytes > 10 * Entry::HEADER_BYTES);
+    }
+
+    #[test]
+    fn expiry_tombstones_stand_from_their_deadline() {
+        let mut p = Partition::new();
+        put(&mut p, "a", 1, Some(500));
+        let expired = p.get("a").unwrap().record().to_expiry_tombstone();
+        p.apply("a", &expired);
+        assert_eq!(p.oldest_tombstone(), Some(500));
+        assert!(p.purge(499, 10).is_empty());
+        assert_eq!(p.purge(500, 10).len(), 1);
     }
 }

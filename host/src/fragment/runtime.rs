@@ -24,6 +24,8 @@ pub(crate) struct FragmentConfig {
     pub(crate) flush_interval: Duration,
     /// The cleaner sweeps at least this often, besides waking at deadlines.
     pub(crate) clean_interval: Duration,
+    /// Tombstones are purged once they stood this long.
+    pub(crate) tombstone_retention: Duration,
 }
 
 /// Shared by the supervisor, its children and the node's handle. Children

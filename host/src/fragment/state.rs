@@ -9,6 +9,7 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use tokio::sync::Notify;
 
+use super::entry::Entry;
 use super::error::BacklogFull;
 use super::flush::Persistence;
 use super::partition::{ApplyOutcome, Partition, PartitionSnapshot};
@@ -178,8 +179,8 @@ impl FragmentState {
         let partition = partition.read();
         partition
             .get(key)
-            .filter(|record| record.is_visible_at(now_ms))
-            .cloned()
+            .filter(|entry| entry.is_visible_at(now_ms))
+            .map(Entry::record)
     }
 
     /// A consistent view of `table`'s partition at `now_ms`, if it exists.
@@ -226,7 +227,7 @@ impl FragmentState {
         };
         let deadline = record.deadline();
         let (seq, full) = self.persistence.enqueue(table, key, &record);
-        let outcome = partition.apply(key.clone(), record);
+        let outcome = partition.apply(key, &record);
         debug_assert!(
             matches!(outcome, ApplyOutcome::Applied { .. }),
             "a fresh clock version always wins"

@@ -3,7 +3,6 @@
 //! an expiry handler), and find the highest persisted version.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use crate::expiry::outbox::Outbox;
 use crate::fragment::partition::Partition;
@@ -71,10 +70,7 @@ pub(crate) fn load_fragment(
         } else {
             record
         };
-        partitions
-            .entry(table)
-            .or_default()
-            .apply(Arc::clone(&key), record);
+        partitions.entry(table).or_default().apply(&key, &record);
         Ok(())
     })?;
     let converted_count = converted.records.len();
@@ -92,6 +88,8 @@ pub(crate) fn load_fragment(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::record::{Record, RecordKind, Version};
     use crate::store::MemoryStore;
@@ -122,6 +120,7 @@ mod tests {
             .write(
                 &[StoreBatch {
                     outbox: Vec::new(),
+                    removed: Vec::new(),
                     records: vec![
                         stored("gone", record(10, Some(50))),
                         stored("kept", record(20, Some(500))),
@@ -136,10 +135,10 @@ mod tests {
         assert_eq!(loaded.high_water, (20, 1));
         let partition = &loaded.partitions[&table];
         assert_eq!(
-            partition.get("gone").unwrap().kind,
+            partition.get("gone").unwrap().kind(),
             RecordKind::ExpiryTombstone
         );
-        assert_eq!(partition.get("kept").unwrap().kind, RecordKind::Live);
+        assert_eq!(partition.get("kept").unwrap().kind(), RecordKind::Live);
         let again = load_fragment(&store, 2, 100, &outbox).unwrap();
         assert_eq!(again.converted, 0, "the conversion was persisted");
         assert_eq!(

@@ -14,6 +14,8 @@ pub const DEFAULT_FRAGMENTS: u32 = 16;
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 1024 * 1024;
 /// Largest value the limit can be raised to.
 pub const MAX_VALUE_BYTES_CEILING: usize = 16 * 1024 * 1024;
+/// How long tombstones stand before they are purged, by default.
+pub const DEFAULT_TOMBSTONE_RETENTION: Duration = Duration::from_secs(60);
 /// Most fragments a data dir can have.
 pub const MAX_FRAGMENTS: u32 = 1024;
 
@@ -40,6 +42,10 @@ pub struct NodeConfig {
     /// The cleaner sweeps at least this often besides waking at deadlines.
     /// Default 1 s.
     pub clean_interval: Duration,
+    /// Tombstones (deletes and converted expiries) are purged from memory
+    /// and the store once they stood this long; zero purges them at the
+    /// cleaner's next run. Default 60 s (see docs/storage.md).
+    pub tombstone_retention: Duration,
     /// Client writes, per fragment: worker actors that apply them and
     /// writes admitted at once. Default 2 workers, 4096 queued.
     pub high_pool: PoolConfig,
@@ -65,6 +71,7 @@ impl Default for NodeConfig {
             flush_records: 4096,
             max_backlog_bytes: 64 * 1024 * 1024,
             clean_interval: Duration::from_secs(1),
+            tombstone_retention: DEFAULT_TOMBSTONE_RETENTION,
             high_pool: PoolConfig {
                 workers: 2,
                 capacity: 4096,
@@ -112,6 +119,12 @@ impl NodeConfig {
     /// Set the cleaner's fallback sweep interval.
     pub fn clean_interval(mut self, interval: Duration) -> Self {
         self.clean_interval = interval;
+        self
+    }
+
+    /// Set how long tombstones stand before they are purged.
+    pub fn tombstone_retention(mut self, retention: Duration) -> Self {
+        self.tombstone_retention = retention;
         self
     }
 

@@ -42,6 +42,10 @@ pub struct TableInfo {
     /// Live records over all fragments (records past their deadline count
     /// until the cleaner converts them, normally within milliseconds).
     pub live_records: usize,
+    /// Tombstones held (deletes and converted expiries not yet purged).
+    pub tombstones: usize,
+    /// Bytes the table's records and indexes hold in memory.
+    pub memory_bytes: usize,
 }
 
 /// Health of the whole node.
@@ -163,6 +167,7 @@ impl Node {
             background_capacity: config.background_capacity,
             flush_interval: config.flush_interval,
             clean_interval: config.clean_interval,
+            tombstone_retention: config.tombstone_retention,
         };
         let mut fragments: Vec<Fragment> = Vec::new();
         for (id, fragment) in loaded.into_iter().enumerate() {
@@ -238,18 +243,26 @@ impl Node {
         Ok(Table::new(self.clone(), TableName::new(name)?))
     }
 
-    /// Tables with at least one live record, sorted by name.
+    /// Tables holding at least one record (live or tombstone), sorted by
+    /// name.
     pub fn tables(&self) -> Vec<TableInfo> {
-        let mut counts: std::collections::BTreeMap<TableName, usize> = Default::default();
+        let mut tables: std::collections::BTreeMap<TableName, TableInfo> = Default::default();
         for fragment in &self.inner.fragments {
             for info in fragment.state().partition_infos() {
-                *counts.entry(info.table).or_default() += info.live;
+                let table = tables.entry(info.table.clone()).or_insert(TableInfo {
+                    name: info.table,
+                    live_records: 0,
+                    tombstones: 0,
+                    memory_bytes: 0,
+                });
+                table.live_records += info.live;
+                table.tombstones += info.tombstones;
+                table.memory_bytes += info.memory_bytes;
             }
         }
-        counts
-            .into_iter()
-            .filter(|(_, live)| *live > 0)
-            .map(|(name, live_records)| TableInfo { name, live_records })
+        tables
+            .into_values()
+            .filter(|table| table.live_records + table.tombstones > 0)
             .collect()
     }
 

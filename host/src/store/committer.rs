@@ -115,7 +115,7 @@ mod tests {
                     writer: Arc::from("w"),
                 }),
             }],
-            outbox: Vec::new(),
+            ..StoreBatch::default()
         }
     }
 

@@ -123,6 +123,13 @@ impl KvStore for MemoryStore {
                     stored.record.encode(),
                 );
             }
+            for removed in &batch.removed {
+                records.remove(&encode_record_key(
+                    removed.fragment,
+                    &removed.table,
+                    &removed.key,
+                ));
+            }
             for (key, value) in &batch.outbox {
                 families.insert((Family::ExpiryOutbox as u8, key.clone()), value.clone());
             }

@@ -55,11 +55,25 @@ pub struct StoredRecord {
     pub record: Record,
 }
 
+/// Where a record is stored: the key of a removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordLocation {
+    /// Fragment the key belongs to.
+    pub fragment: FragmentId,
+    /// Table of the record.
+    pub table: TableName,
+    /// The key.
+    pub key: Arc<str>,
+}
+
 /// A set of writes committed atomically, in order.
 #[derive(Debug, Default, Clone)]
 pub struct StoreBatch {
     /// Records to put (a later put of the same key in the batch wins).
     pub records: Vec<StoredRecord>,
+    /// Records to remove (purged tombstones). A key is either put or
+    /// removed in one batch, never both.
+    pub removed: Vec<RecordLocation>,
     /// Expiry outbox entries `(key, value)` written with the records, so an
     /// expiry tombstone and its event become durable together.
     pub outbox: Vec<(Vec<u8>, Vec<u8>)>,
@@ -68,12 +82,12 @@ pub struct StoreBatch {
 impl StoreBatch {
     /// No writes.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.outbox.is_empty()
+        self.records.is_empty() && self.removed.is_empty() && self.outbox.is_empty()
     }
 
     /// Number of writes.
     pub fn len(&self) -> usize {
-        self.records.len() + self.outbox.len()
+        self.records.len() + self.removed.len() + self.outbox.len()
     }
 }
 

@@ -43,6 +43,10 @@ pub struct ServeArgs {
     /// The cleaner's fallback sweep interval (it also wakes at deadlines).
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub clean_interval: Duration,
+    /// Purge tombstones (deletes, expired records) once they stood this
+    /// long, e.g. 60s, 10m; 0s purges them at the cleaner's next run.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub tombstone_retention: Duration,
     /// Longest a SQL query may run, e.g. 30s.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub query_timeout: Duration,
@@ -250,6 +254,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         .max_value_bytes(args.max_value_bytes)
         .flush_interval(args.flush_interval)
         .clean_interval(args.clean_interval)
+        .tombstone_retention(args.tombstone_retention)
         .query_budgets(ebb_host::exec::QueryBudgets {
             timeout: args.query_timeout,
             max_scanned_records: args.max_scanned_records,
