@@ -186,7 +186,7 @@ fn metrics_and_tables_report_records_and_memory() {
     );
     let resident = sample(&text, "ebb_process_resident_bytes");
     assert!((MIB as f64..2e10).contains(&resident), "{resident}");
-    assert_eq!(sample(&text, "ebb_memory_limit_bytes"), (2 << 30) as f64);
+    assert_eq!(sample(&text, "ebb_memory_limit_bytes"), (2u64 << 30) as f64);
     assert_eq!(sample(&text, "ebb_memory_refused_writes_total"), 0.0);
     // The writes were acknowledged at `wal`: they are in a memtable.
     assert!(sample(&text, "ebb_rocksdb_memtable_bytes") > 0.0, "{text}");
