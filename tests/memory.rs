@@ -2,13 +2,19 @@
 //! `--max-memory` are refused with 507 `memory_full` and leave nothing
 //! behind, while reads, deletes and health keep working; `/metrics` and
 //! `GET /v1/tables` report records and memory per table and the process's
-//! and RocksDB's memory.
+//! and RocksDB's memory. On a full embedded node, expiry and its handler's
+//! puts keep working.
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::expiry::{bind, config, eventually, install, live, put_in, value};
 use common::{Server, call, wait_until};
+use ebb_host::node::memory::MaxMemory;
+use ebb_host::store::MemoryStore;
+use ebb_host::{Durability, Error, Node, PutOptions};
 use serde_json::json;
 
 const MIB: u64 = 1 << 20;
@@ -225,4 +231,47 @@ fn a_bad_max_memory_is_a_usage_error_that_says_what_to_write() {
         stderr.contains("--max-memory") && stderr.contains("512MiB") && stderr.contains("80%"),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_node_still_deletes_expires_and_applies_expiry_handler_puts() {
+    let store = Arc::new(MemoryStore::new());
+    let node = Node::open_with_store(config(2).max_memory(MaxMemory::Unbounded), store.clone())
+        .await
+        .unwrap();
+    install(&node, "archive", "ebb_plugin_archive").await;
+    bind(&node, "sessions", "archive", 256, 10).await;
+    put_in(&node, "sessions", "s1", "ada", 1000).await;
+    put_in(&node, "sessions", "s2", "bob", 60_000).await;
+    node.shutdown().await.unwrap();
+
+    // A bound of one byte: every client put is refused.
+    let node = Node::open_with_store(config(2).max_memory(MaxMemory::Bytes(1)), store)
+        .await
+        .unwrap();
+    let sessions = node.table("sessions").unwrap();
+    let refused = sessions
+        .put("s3", "cy", PutOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, Error::MemoryFull(_)), "{refused}");
+    assert!(refused.to_string().contains("--max-memory"), "{refused}");
+    assert_eq!(sessions.get("s3").await.unwrap(), None, "nothing applied");
+    let health = node.health().await;
+    assert!(health.memory.full && !health.is_healthy(), "{health:?}");
+    assert_eq!(health.memory.limit_bytes, Some(1));
+
+    // Deletes go through; s1 expires and the handler's put archives it.
+    let deleted = sessions.delete("s2", Durability::Wal).await.unwrap();
+    assert!(deleted.is_some(), "the delete was applied");
+    eventually(Duration::from_secs(10), "s1 archived", || async {
+        live(&node, "sessions_archive").await == 1
+    })
+    .await;
+    assert_eq!(
+        value(&node, "sessions_archive", "s1").await.as_deref(),
+        Some("ada")
+    );
+    assert_eq!(live(&node, "sessions").await, 0);
+    node.shutdown().await.unwrap();
 }
