@@ -68,7 +68,11 @@ fn put_get_del_and_tables() {
     assert_eq!(tables.status.code(), Some(0));
     let text = stdout(&tables);
     assert!(
-        text.contains("TABLE") && text.contains("users") && text.contains("2"),
+        text.contains("TABLE")
+            && text.contains("TOMBSTONES")
+            && text.contains("MEMORY")
+            && text.contains("users")
+            && text.contains("2"),
         "{text}"
     );
     let tables = ebb(url, &["tables", "--format", "json"], None);

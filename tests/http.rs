@@ -34,7 +34,8 @@ fn keys_can_be_put_read_and_deleted() {
     let tables = call("GET", &format!("{}/v1/tables", server.url), &[], None);
     assert_eq!(
         tables.json(),
-        json!({"tables": [{"name": "users", "live_records": 1}]})
+        json!({"tables": [{"name": "users", "live_records": 1, "tombstones": 0,
+                           "memory_bytes": tables.json()["tables"][0]["memory_bytes"]}]})
     );
 
     let delete = call("DELETE", &url, &[], None);
@@ -320,7 +321,7 @@ fn health_and_metrics_describe_the_node() {
         "ebb_flush_backlog_records{fragment=\"0\"}",
         "ebb_flush_duration_seconds_bucket{fragment=\"0\",le=\"+Inf\"}",
         "ebb_store_errors_total{fragment=\"0\"} 0",
-        r#"ebb_table_live_records{table="t"} 1"#,
+        r#"ebb_table_records{table="t",state="live"} 1"#,
     ] {
         assert!(text.contains(expected), "metrics lack {expected}:\n{text}");
     }

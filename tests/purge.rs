@@ -19,7 +19,7 @@ fn config(dir: &std::path::Path, retention: Duration) -> NodeConfig {
 }
 
 fn info(node: &Node, table: &str) -> TableInfo {
-    node.tables()
+    node.table_usage()
         .into_iter()
         .find(|t| t.name.as_str() == table)
         .unwrap_or_else(|| panic!("table {table} is listed"))

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::memory::MaxMemory;
 use crate::exec::QueryBudgets;
 use crate::expiry::ExpiryConfig;
 use crate::fragment::pool::PoolConfig;
@@ -59,6 +60,10 @@ pub struct NodeConfig {
     pub plugins: PluginLimits,
     /// Expiry handler pacing: retry backoff, batching, concurrency.
     pub expiry: ExpiryConfig,
+    /// Bound on the process's resident memory past which puts are refused
+    /// ([`crate::node::memory`]). Default 80 % of the machine's or cgroup's
+    /// memory ([`super::memory::DEFAULT_MAX_MEMORY`]).
+    pub max_memory: MaxMemory,
 }
 
 impl Default for NodeConfig {
@@ -80,6 +85,7 @@ impl Default for NodeConfig {
             query: QueryBudgets::default(),
             plugins: PluginLimits::default(),
             expiry: ExpiryConfig::default(),
+            max_memory: MaxMemory::default(),
         }
     }
 }
@@ -152,6 +158,12 @@ impl NodeConfig {
         self
     }
 
+    /// Set the memory bound.
+    pub fn max_memory(mut self, bound: MaxMemory) -> Self {
+        self.max_memory = bound;
+        self
+    }
+
     /// Set the backlog limit per fragment.
     pub fn max_backlog_bytes(mut self, bytes: usize) -> Self {
         self.max_backlog_bytes = bytes;
@@ -212,6 +224,19 @@ impl NodeConfig {
             return Err(ConfigError(
                 "expiry needs a backoff_base of at least 1 ms, backoff_max >= backoff_base and a concurrency of 1 to 256".into(),
             ));
+        }
+        match self.max_memory {
+            MaxMemory::Bytes(0) => {
+                return Err(ConfigError(
+                    "max_memory is 0 bytes; use MaxMemory::Unbounded for no bound".into(),
+                ));
+            }
+            MaxMemory::Percent(percent) if !(percent > 0.0 && percent <= 100.0) => {
+                return Err(ConfigError(format!(
+                    "max_memory is {percent}%; use above 0 to 100%"
+                )));
+            }
+            _ => {}
         }
         if self.max_backlog_bytes < self.max_value_bytes {
             return Err(ConfigError(

@@ -2,6 +2,7 @@
 //! could not do, each saying what to do next.
 
 use super::config::ConfigError;
+use super::memory::MemoryFull;
 use crate::fragment::{BacklogFull, FragmentShutdownError, Shed, SubmitError};
 use crate::names::NameError;
 use crate::native::InvalidFunctionName;
@@ -32,6 +33,10 @@ pub enum Error {
     /// The store is slow or failing and the fragment's write buffer is full.
     #[error(transparent)]
     Backlog(#[from] BacklogFull),
+    /// The write would take the process past `max_memory`; nothing was
+    /// applied. Deletes and expiry free memory; reads keep working.
+    #[error(transparent)]
+    MemoryFull(#[from] MemoryFull),
     /// The node is shutting down and admits no new operations.
     #[error("the node is shutting down")]
     ShuttingDown,

@@ -482,7 +482,11 @@ impl ActionWriter for NodeActions {
                     Action::Delete { key } => BatchOp::Delete { key },
                 })
                 .collect();
-            let handle = Node { inner }.table_handle(table);
+            // A full node still applies handler actions: refusing them
+            // would stall expiry, the way a full node frees memory.
+            let handle = Node { inner }
+                .table_handle(table)
+                .exempt_from_memory_bound();
             for outcome in handle.batch(ops, Durability::Wal).await {
                 outcome.map_err(|error| match error {
                     Error::InvalidName(_) | Error::ValueTooLarge { .. } | Error::InvalidTtl(_) => {

@@ -8,6 +8,7 @@ use tokio::sync::Mutex;
 use super::boot::BootStats;
 use super::config::NodeConfig;
 use super::gate::OperationGate;
+use super::memory::MemoryMonitor;
 use super::router::Router;
 use crate::clock::HybridClock;
 use crate::expiry::outbox::Outbox;
@@ -21,6 +22,8 @@ pub(crate) struct NodeInner {
     pub(crate) router: Router,
     pub(crate) fragments: Vec<Fragment>,
     pub(crate) gate: OperationGate,
+    /// Resident-memory sampler and the write check against `max_memory`.
+    pub(crate) memory: MemoryMonitor,
     /// Taken out (and so closed) by a completed shutdown.
     pub(super) store: parking_lot::Mutex<Option<Arc<dyn KvStore>>>,
     pub(crate) plugins: Arc<PluginRegistry>,

@@ -7,6 +7,7 @@ pub(crate) mod error;
 mod expiry;
 pub(crate) mod gate;
 mod inner;
+pub mod memory;
 pub(crate) mod router;
 pub(crate) mod table;
 
@@ -31,10 +32,11 @@ use crate::store::{Committer, DataDirMeta, KvStore, RocksStore, StoreError};
 use config::{DEFAULT_FRAGMENTS, NodeConfig};
 use error::{OpenError, ShutdownError};
 use gate::OperationGate;
+use memory::{MemoryHealth, MemoryMonitor};
 use router::Router;
 use table::Table;
 
-/// A table with its live record count.
+/// A table with its record counts and the memory its records hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableInfo {
     /// The table.
@@ -42,9 +44,9 @@ pub struct TableInfo {
     /// Live records over all fragments (records past their deadline count
     /// until the cleaner converts them, normally within milliseconds).
     pub live_records: usize,
-    /// Tombstones held (deletes and converted expiries not yet purged).
+    /// Tombstones (deletes and converted expiries) over all fragments.
     pub tombstones: usize,
-    /// Bytes the table's records and indexes hold in memory.
+    /// Bytes the table's records and their index hold in memory.
     pub memory_bytes: usize,
 }
 
@@ -58,12 +60,16 @@ pub struct NodeHealth {
     /// Per-fragment reports, in fragment order; `None` when a supervisor did
     /// not answer.
     pub fragments: Vec<Option<FragmentHealth>>,
+    /// Resident memory, the bound, and whether writes are refused.
+    pub memory: MemoryHealth,
 }
 
 impl NodeHealth {
-    /// Accepting, and every fragment answered and is healthy.
+    /// Accepting, not refusing writes for memory, and every fragment
+    /// answered and is healthy.
     pub fn is_healthy(&self) -> bool {
         self.accepting
+            && !self.memory.full
             && self
                 .fragments
                 .iter()
@@ -161,6 +167,13 @@ impl Node {
             .map_err(|e| StoreError::Engine(e.to_string()))?
             .map_err(OpenError::Plugins)?
         };
+        let memory_limit = config.max_memory.resolve();
+        if memory_limit.is_none() && config.max_memory != memory::MaxMemory::Unbounded {
+            tracing::warn!(
+                bound = %config.max_memory,
+                "the machine's memory cannot be read: max_memory is not enforced"
+            );
+        }
         let committer = Arc::new(Committer::start(store.clone())?);
         let fragment_config = FragmentConfig {
             high_pool: config.high_pool,
@@ -207,6 +220,7 @@ impl Node {
             converted = boot.converted,
             expiry_events = pending_events.len(),
             node_id = %meta.node_id,
+            max_memory_bytes = memory_limit,
             "node open"
         );
         let node = Node {
@@ -216,6 +230,7 @@ impl Node {
                 meta,
                 fragments,
                 gate: OperationGate::default(),
+                memory: MemoryMonitor::start(memory_limit),
                 store: parking_lot::Mutex::new(Some(store.clone())),
                 plugins: Arc::new(plugins),
                 natives: Arc::default(),
@@ -243,18 +258,27 @@ impl Node {
         Ok(Table::new(self.clone(), TableName::new(name)?))
     }
 
-    /// Tables holding at least one record (live or tombstone), sorted by
-    /// name.
+    /// Tables with at least one live record, sorted by name.
     pub fn tables(&self) -> Vec<TableInfo> {
+        let mut tables = self.table_usage();
+        tables.retain(|table| table.live_records > 0);
+        tables
+    }
+
+    /// Every table holding records (live or tombstones), sorted by name:
+    /// what each holds in memory.
+    pub fn table_usage(&self) -> Vec<TableInfo> {
         let mut tables: std::collections::BTreeMap<TableName, TableInfo> = Default::default();
         for fragment in &self.inner.fragments {
             for info in fragment.state().partition_infos() {
-                let table = tables.entry(info.table.clone()).or_insert(TableInfo {
-                    name: info.table,
-                    live_records: 0,
-                    tombstones: 0,
-                    memory_bytes: 0,
-                });
+                let table = tables
+                    .entry(info.table.clone())
+                    .or_insert_with(|| TableInfo {
+                        name: info.table,
+                        live_records: 0,
+                        tombstones: 0,
+                        memory_bytes: 0,
+                    });
                 table.live_records += info.live;
                 table.tombstones += info.tombstones;
                 table.memory_bytes += info.memory_bytes;
@@ -264,6 +288,19 @@ impl Node {
             .into_values()
             .filter(|table| table.live_records + table.tombstones > 0)
             .collect()
+    }
+
+    /// Resident memory, the bound, and whether writes are refused.
+    pub fn memory(&self) -> MemoryHealth {
+        self.inner.memory.health()
+    }
+
+    /// The store's memory and disk use (RocksDB memtables, block cache,
+    /// live SST files), read on a blocking thread. Fails with
+    /// [`StoreError::Closed`] after shutdown.
+    pub async fn store_stats(&self) -> Result<crate::store::StoreStats, StoreError> {
+        let store = self.inner.store.lock().clone().ok_or(StoreError::Closed)?;
+        blocking(move || store.stats()).await
     }
 
     /// What the executor needs of this node for one query (it never sees
@@ -359,6 +396,7 @@ impl Node {
             accepting: self.inner.gate.is_open(),
             active_operations: self.inner.gate.active(),
             fragments,
+            memory: self.inner.memory.health(),
         }
     }
 
@@ -421,6 +459,7 @@ impl Node {
         }
         self.stop_dispatcher().await;
         self.inner.gate.close_and_drain().await;
+        self.inner.memory.stop();
         let mut quiesces = Vec::new();
         for fragment in &self.inner.fragments {
             quiesces.push(fragment.quiesce());

@@ -15,15 +15,32 @@ use std::sync::Arc;
 use crate::write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, PutOptions};
 
 /// A handle on one table of a node. Cheap to clone.
+///
+/// Puts through a client handle are checked against the node's memory
+/// bound ([`super::memory`]) before anything is applied; deletes never are.
 #[derive(Clone)]
 pub struct Table {
     node: Node,
     name: TableName,
+    /// Whether puts are checked against `max_memory`.
+    bounded: bool,
 }
 
 impl Table {
     pub(crate) fn new(node: Node, name: TableName) -> Self {
-        Self { node, name }
+        Self {
+            node,
+            name,
+            bounded: true,
+        }
+    }
+
+    /// This handle with puts exempt from the memory bound: for the node's
+    /// own writes (expiry handler actions) that must keep working on a
+    /// full node so that expiry can go on freeing memory.
+    pub(crate) fn exempt_from_memory_bound(mut self) -> Self {
+        self.bounded = false;
+        self
     }
 
     /// The table's name.
@@ -151,9 +168,13 @@ impl Table {
                 limit,
             });
         }
+        let expires_at_ms = expiry.resolve(now_ms())?;
+        if self.bounded {
+            self.node.inner.memory.admit_put(key.len(), value.len())?;
+        }
         Ok(Mutation::Put {
             value,
-            expires_at_ms: expiry.resolve(now_ms())?,
+            expires_at_ms,
         })
     }
 

@@ -116,6 +116,18 @@ pub enum FamilyWrite {
 /// Visits one `(key, value)` entry of a family; an error stops the scan.
 pub type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError> + 'a;
 
+/// What the store holds in memory and on disk, summed over its column
+/// families. Each family has its own block cache, so the cache usages add.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Bytes in memtables (active and immutable, not yet flushed).
+    pub memtable_bytes: u64,
+    /// Bytes in block caches.
+    pub block_cache_bytes: u64,
+    /// Bytes of SST files in the current version.
+    pub live_sst_bytes: u64,
+}
+
 /// The durable layer. Implementations are synchronous and may block: callers
 /// run them on the committer thread or a blocking pool, never on a tokio
 /// worker.
@@ -162,6 +174,13 @@ pub trait KvStore: Send + Sync + 'static {
             )
             .collect();
         self.write_entries(&writes, true)
+    }
+
+    /// Memory and disk use; a store without such a notion (the in-memory
+    /// test store) reports zeros. Cheap, but it may take the engine's
+    /// locks: call it off tokio workers.
+    fn stats(&self) -> Result<StoreStats, StoreError> {
+        Ok(StoreStats::default())
     }
 
     /// Visit the entries of `family` whose key starts with `prefix`, in key order.

@@ -10,7 +10,8 @@ use rocksdb::{
 
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
 use super::{
-    EntryVisitor, Family, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError, StoredRecord,
+    EntryVisitor, Family, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError, StoreStats,
+    StoredRecord,
 };
 
 /// Records: `(fragment, table, key) -> Record envelope`.
@@ -210,6 +211,24 @@ impl KvStore for RocksStore {
         let mut options = WriteOptions::default();
         options.set_sync(sync);
         self.db.write_opt(batch, &options).map_err(engine)
+    }
+
+    fn stats(&self) -> Result<StoreStats, StoreError> {
+        let mut stats = StoreStats::default();
+        for name in FAMILIES {
+            let family = self.family(name)?;
+            let property = |key: &str| -> Result<u64, StoreError> {
+                Ok(self
+                    .db
+                    .property_int_value_cf(family, key)
+                    .map_err(engine)?
+                    .unwrap_or(0))
+            };
+            stats.memtable_bytes += property("rocksdb.cur-size-all-mem-tables")?;
+            stats.block_cache_bytes += property("rocksdb.block-cache-usage")?;
+            stats.live_sst_bytes += property("rocksdb.live-sst-files-size")?;
+        }
+        Ok(stats)
     }
 
     fn scan_family(

@@ -100,7 +100,7 @@ pub enum Command {
         #[arg(long, default_value = "wal")]
         durability: String,
     },
-    /// List tables with their live record counts.
+    /// List tables with their live records, tombstones and memory.
     Tables,
     /// Build, upload, list, show, remove plugins; call one locally.
     #[command(subcommand)]
@@ -321,12 +321,17 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
                         .max()
                         .unwrap_or(0)
                         .max("TABLE".len());
-                    println!("{:<width$}  LIVE RECORDS", "TABLE");
+                    println!(
+                        "{:<width$}  {:>12}  {:>10}  {:>10}",
+                        "TABLE", "LIVE RECORDS", "TOMBSTONES", "MEMORY"
+                    );
                     for table in &tables {
                         println!(
-                            "{:<width$}  {:>12}",
+                            "{:<width$}  {:>12}  {:>10}  {:>10}",
                             table["name"].as_str().unwrap_or("?"),
-                            table["live_records"].as_u64().unwrap_or(0)
+                            table["live_records"].as_u64().unwrap_or(0),
+                            table["tombstones"].as_u64().unwrap_or(0),
+                            human_bytes(table["memory_bytes"].as_u64().unwrap_or(0)),
                         );
                     }
                     let plural = if tables.len() == 1 { "" } else { "s" };
@@ -372,5 +377,35 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
                 ExitCode::FAILURE
             })
         }
+    }
+}
+
+/// Bytes in the largest binary unit that keeps a whole part: `512 B`,
+/// `1.5 KiB`, `20.0 MiB`.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod human_bytes_tests {
+    use super::human_bytes;
+
+    #[test]
+    fn bytes_print_in_the_largest_binary_unit() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(20 << 20), "20.0 MiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
     }
 }

@@ -116,6 +116,12 @@ pub struct ServeArgs {
     /// limit is first raised to the hard one].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: Option<u32>,
+    /// Bound on the process's resident memory: bytes with an optional unit
+    /// (536870912, 512MiB, 2GB), a percentage of the machine's memory or
+    /// the cgroup's limit if lower (80%), or none. A put that would pass it
+    /// is refused (507 memory_full); reads, deletes and expiry keep working.
+    #[arg(long, default_value_t = ebb_host::node::memory::DEFAULT_MAX_MEMORY)]
+    pub max_memory: ebb_host::node::memory::MaxMemory,
 }
 
 /// Install the modules in `dir` whose bytes differ from the installed version.
@@ -272,6 +278,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     config.expiry.backoff_max = args.expiry_backoff_max;
     config.expiry.concurrency = args.expiry_concurrency;
     config.plugins.max_versions = args.max_plugin_versions;
+    config.max_memory = args.max_memory;
     let node = match Node::open(config).await {
         Ok(node) => node,
         Err(error) => {
@@ -296,6 +303,17 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         node.fragment_count(),
         boot.records,
         boot.converted
+    );
+    let memory = node.memory();
+    println!(
+        "memory: bound {} ({}), {} resident",
+        memory
+            .limit_bytes
+            .map_or_else(|| "none".to_string(), |n| format!("{n} bytes")),
+        args.max_memory,
+        memory
+            .resident_bytes
+            .map_or_else(|| "unknown".to_string(), |n| format!("{n} bytes")),
     );
     if args.auth_token.is_some() {
         println!("auth: bearer token required on /v1");

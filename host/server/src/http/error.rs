@@ -112,6 +112,12 @@ impl From<Error> for ApiError {
             Error::Interrupted { .. } => ApiError::unavailable("interrupted", message),
             Error::NotDurable { .. } => ApiError::unavailable("not_durable", message),
             Error::Plugin(error) => ApiError::from(error),
+            Error::MemoryFull(full) => {
+                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "memory_full", message)
+                    .with("limit", json!("--max-memory"))
+                    .with("max_memory_bytes", json!(full.limit_bytes))
+                    .with("resident_bytes", json!(full.resident_bytes))
+            }
         }
     }
 }
@@ -243,6 +249,15 @@ mod tests {
                 },
                 503,
                 "not_durable",
+            ),
+            (
+                Error::MemoryFull(ebb_host::node::memory::MemoryFull {
+                    resident_bytes: 10,
+                    write_bytes: 2,
+                    limit_bytes: 11,
+                }),
+                507,
+                "memory_full",
             ),
         ];
         for (error, status, code) in cases {

@@ -161,7 +161,7 @@ pub async fn empty_key(
     }
 }
 
-/// `GET /v1/tables`: tables with live record counts.
+/// `GET /v1/tables`: tables with live records: counts and memory.
 pub async fn list_tables(
     State(app): State<AppState>,
     params: RawQuery,
@@ -171,7 +171,14 @@ pub async fn list_tables(
         .node
         .tables()
         .into_iter()
-        .map(|t| json!({ "name": t.name.as_str(), "live_records": t.live_records }))
+        .map(|t| {
+            json!({
+                "name": t.name.as_str(),
+                "live_records": t.live_records,
+                "tombstones": t.tombstones,
+                "memory_bytes": t.memory_bytes,
+            })
+        })
         .collect();
     Ok(Json(json!({ "tables": tables })))
 }

@@ -108,6 +108,12 @@ pub async fn health(State(app): State<AppState>) -> Response {
         "node_id": app.node.node_id(),
         "fragment_count": app.node.fragment_count(),
         "active_operations": health.active_operations,
+        "memory": {
+            "resident_bytes": health.memory.resident_bytes,
+            "max_memory_bytes": health.memory.limit_bytes,
+            "full": health.memory.full,
+            "refused_writes": health.memory.refused_writes,
+        },
         "fragments": fragments,
     });
     (code, Json(body)).into_response()
@@ -310,14 +316,7 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
         );
     }
     expiry_metrics(&app, &mut out).await;
-    out.family("ebb_table_live_records", "gauge", "Live records per table.");
-    for table in app.node.tables() {
-        out.sample(
-            "ebb_table_live_records",
-            &[("table", table.name.as_str())],
-            table.live_records as f64,
-        );
-    }
+    memory_metrics(&app, &mut out).await;
     let mut response = out.finish().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -415,6 +414,91 @@ async fn expiry_metrics(app: &AppState, out: &mut PromWriter) {
             &[("table", table.as_str())],
             &s.lag,
         );
+    }
+}
+
+/// Records and memory per table; the process's resident memory and bound;
+/// RocksDB's memtables, block cache and live SST files.
+async fn memory_metrics(app: &AppState, out: &mut PromWriter) {
+    let tables = app.node.table_usage();
+    out.family(
+        "ebb_table_records",
+        "gauge",
+        "Records per table: live, or tombstones (deletes and converted expiries).",
+    );
+    for table in &tables {
+        for (state, count) in [
+            ("live", table.live_records),
+            ("tombstone", table.tombstones),
+        ] {
+            out.sample(
+                "ebb_table_records",
+                &[("table", table.name.as_str()), ("state", state)],
+                count as f64,
+            );
+        }
+    }
+    out.family(
+        "ebb_table_memory_bytes",
+        "gauge",
+        "Bytes a table's records and their index hold in memory.",
+    );
+    for table in &tables {
+        out.sample(
+            "ebb_table_memory_bytes",
+            &[("table", table.name.as_str())],
+            table.memory_bytes as f64,
+        );
+    }
+    let memory = app.node.memory();
+    out.family(
+        "ebb_process_resident_bytes",
+        "gauge",
+        "Resident memory of the process (last sample, every 100 ms).",
+    );
+    if let Some(resident) = memory.resident_bytes {
+        out.sample("ebb_process_resident_bytes", &[], resident as f64);
+    }
+    out.family(
+        "ebb_memory_limit_bytes",
+        "gauge",
+        "The memory bound (--max-memory); absent when unbounded.",
+    );
+    if let Some(limit) = memory.limit_bytes {
+        out.sample("ebb_memory_limit_bytes", &[], limit as f64);
+    }
+    out.family(
+        "ebb_memory_refused_writes_total",
+        "counter",
+        "Writes refused with memory_full.",
+    );
+    out.sample(
+        "ebb_memory_refused_writes_total",
+        &[],
+        memory.refused_writes as f64,
+    );
+    // After shutdown the store is closed: the gauges are left out.
+    if let Ok(stats) = app.node.store_stats().await {
+        for (name, help, value) in [
+            (
+                "ebb_rocksdb_memtable_bytes",
+                "Bytes in RocksDB memtables, over all column families.",
+                stats.memtable_bytes,
+            ),
+            (
+                "ebb_rocksdb_block_cache_bytes",
+                "Bytes in RocksDB block caches, over all column families.",
+                stats.block_cache_bytes,
+            ),
+            (
+                "ebb_rocksdb_live_sst_bytes",
+                "Bytes of live RocksDB SST files, over all column families.",
+                stats.live_sst_bytes,
+            ),
+        ] {
+            out.family(name, "gauge", help);
+            out.sample(name, &[], value as f64);
+        }
     }
 }
 
