@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-isolation build plugins lint fmt prereqs clean-data
+.PHONY: run example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-isolation bench-memory bench-boot build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -72,6 +72,15 @@ bench-http: prereqs
 # Point-read latency and server memory while heavy queries run.
 bench-isolation: prereqs
 	$(CARGO) bench --workspace --bench isolation
+
+# Server memory per record, side by side with Redis (installed when missing).
+bench-memory: prereqs
+	@./scripts/bench-prereqs.sh
+	$(CARGO) bench --workspace --bench memory
+
+# Boot time of `ebb serve` on 1 M records (EBB_BENCH_RECORDS=1000000,10000000).
+bench-boot: prereqs
+	$(CARGO) bench --workspace --bench boot
 
 lint: prereqs
 	$(CARGO) fmt --all -- --check
