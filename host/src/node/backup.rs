@@ -33,7 +33,8 @@ pub struct BackupReport {
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
     /// The target cannot take a backup: not absolute, not empty, not a
-    /// directory, its parent missing, or the parent not writable.
+    /// directory, inside the data directory, its parent missing, or the
+    /// parent not writable.
     #[error("backup dir {path}: {reason}")]
     InvalidDir {
         /// The target as given.
@@ -77,8 +78,9 @@ impl Node {
     /// bindings, outbox, dead letters, meta) into `dir` while the node keeps
     /// serving. Every write acknowledged before the call, at any
     /// durability, is in the copy; a batch or an expiry tombstone with its
-    /// event is in it entirely or not at all. `dir` must be absolute and
-    /// either missing (its parent must exist) or an empty directory.
+    /// event is in it entirely or not at all. `dir` must be absolute,
+    /// outside the data directory, and either missing (its parent must
+    /// exist) or an empty directory.
     ///
     /// The copy keeps this node's id and can be served with
     /// `ebb serve --data-dir <dir>`. Shutdown waits for a backup in progress.
@@ -87,11 +89,16 @@ impl Node {
         let _admitted = self.inner.gate.admit().ok_or(BackupError::ShuttingDown)?;
         let dir = dir.into();
         let target = dir.clone();
-        blocking(move || check_target(&target)).await?;
+        let data_dir = self.data_dir().to_path_buf();
+        blocking(&dir, move || {
+            check_target(&target)?;
+            check_outside(&target, &data_dir)
+        })
+        .await?;
         self.flush_everything().await?;
         let store = self.store().map_err(|_| BackupError::ShuttingDown)?;
         let target = dir.clone();
-        let (bytes, files) = blocking(move || write_copy(&*store, &target)).await?;
+        let (bytes, files) = blocking(&dir, move || write_copy(&*store, &target)).await?;
         let report = BackupReport {
             dir,
             bytes,
@@ -131,15 +138,39 @@ impl Node {
     }
 }
 
+/// Run file and store work for the backup into `dir` on a blocking thread.
 async fn blocking<T: Send + 'static>(
+    dir: &Path,
     work: impl FnOnce() -> Result<T, BackupError> + Send + 'static,
 ) -> Result<T, BackupError> {
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| BackupError::Store {
-            path: String::new(),
+            path: dir.display().to_string(),
             source: StoreError::Engine(format!("backup task failed: {e}")),
         })?
+}
+
+/// Refuse a target inside the node's own data directory (the copy would
+/// sit among the files it copies). A data dir that cannot be resolved (an
+/// in-memory store's placeholder) has nothing inside it.
+fn check_outside(dir: &Path, data_dir: &Path) -> Result<(), BackupError> {
+    let (Ok(parent), Ok(data_dir)) = (
+        std::fs::canonicalize(parent_of(dir)?),
+        std::fs::canonicalize(data_dir),
+    ) else {
+        return Ok(());
+    };
+    if parent.starts_with(&data_dir) {
+        return Err(invalid(
+            dir,
+            format!(
+                "is inside the node's data directory {}; name a directory outside it",
+                data_dir.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn invalid(dir: &Path, reason: impl Into<String>) -> BackupError {
@@ -357,6 +388,10 @@ mod tests {
         std::fs::create_dir(root.join("full")).unwrap();
         std::fs::write(root.join("full").join("x"), b"x").unwrap();
         assert!(reason(check_target(&root.join("full")).unwrap_err()).contains("not empty"));
+        let inside = check_outside(&root.join("full").join("copy"), &root.join("full"));
+        assert!(reason(inside.unwrap_err()).contains("inside the node's data directory"));
+        assert!(check_outside(&root.join("copy"), &root.join("full")).is_ok());
+        assert!(check_outside(&root.join("copy"), Path::new("unused")).is_ok());
         std::fs::remove_dir_all(&root).unwrap();
     }
 
