@@ -37,6 +37,6 @@ pub use native::InvalidFunctionName;
 pub use node::config::NodeConfig;
 pub use node::error::{Error, OpenError, ShutdownError};
 pub use node::table::Table;
-pub use node::{BootStats, Node, NodeHealth, TableInfo};
+pub use node::{BackupError, BackupReport, BootStats, Node, NodeHealth, TableInfo};
 pub use record::{Record, RecordKind, Version};
 pub use write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, InvalidTtl, PutOptions};

@@ -1,6 +1,7 @@
 //! The node: owns the store, the clock, the fragments and their router, the
 //! operation gate, and the boot and shutdown sequences.
 
+pub mod backup;
 pub(crate) mod boot;
 pub mod config;
 pub(crate) mod error;
@@ -11,6 +12,7 @@ pub mod memory;
 pub(crate) mod router;
 pub(crate) mod table;
 
+pub use backup::{BackupError, BackupReport};
 pub use boot::BootStats;
 pub use inner::Node;
 pub(crate) use inner::NodeInner;

@@ -8,6 +8,7 @@ mod meta;
 pub(crate) mod outbox;
 mod rocks;
 
+use std::path::Path;
 use std::sync::Arc;
 
 pub(crate) use committer::Committer;
@@ -40,6 +41,13 @@ pub enum StoreError {
     /// The store was closed or its writer thread stopped.
     #[error("store is closed")]
     Closed,
+    /// This store cannot do the operation (e.g. a checkpoint of the
+    /// in-memory test store).
+    #[error("this store does not support {operation}")]
+    Unsupported {
+        /// The operation asked for.
+        operation: &'static str,
+    },
 }
 
 /// One persisted record with its location.
@@ -190,4 +198,18 @@ pub trait KvStore: Send + Sync + 'static {
         prefix: &[u8],
         visit: &mut EntryVisitor<'_>,
     ) -> Result<(), StoreError>;
+
+    /// Write a consistent copy of everything written so far (every family)
+    /// into `dir`, which must not exist (it is created; its parent must).
+    /// The copy opens as a data directory of its own. Writes may continue
+    /// meanwhile; the copy holds each atomic write entirely or not at all.
+    /// On failure `dir` may hold a partial copy: the caller removes it.
+    /// Stores that cannot copy themselves answer
+    /// [`StoreError::Unsupported`] (the default).
+    fn checkpoint(&self, dir: &Path) -> Result<(), StoreError> {
+        let _ = dir;
+        Err(StoreError::Unsupported {
+            operation: "checkpoints",
+        })
+    }
 }

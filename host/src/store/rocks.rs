@@ -250,6 +250,19 @@ impl KvStore for RocksStore {
         }
         Ok(())
     }
+
+    /// A RocksDB checkpoint: memtables are flushed, table files hard-linked
+    /// (copied across filesystems) and the manifest written anew, so the
+    /// copy is a point in time of every column family.
+    fn checkpoint(&self, dir: &Path) -> Result<(), StoreError> {
+        let checkpoint = rocksdb::checkpoint::Checkpoint::new(&self.db).map_err(engine)?;
+        checkpoint.create_checkpoint(dir).map_err(|e| {
+            StoreError::Engine(format!(
+                "cannot write a checkpoint into {}: {e}",
+                dir.display()
+            ))
+        })
+    }
 }
 
 fn family_name(family: Family) -> &'static str {

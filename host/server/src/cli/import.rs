@@ -1,4 +1,9 @@
 //! `ebb import`: stream an NDJSON file into a table in batches, with progress.
+//!
+//! Each line is a batch item of `POST /v1/tables/{t}/batch`, which includes
+//! the lines `ebb export` writes (`{"key", "value", "expires_at_ms"?}`); a
+//! line whose `expires_at_ms` has already passed is skipped and counted,
+//! never written.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -19,6 +24,28 @@ pub struct ImportSummary {
     pub written: u64,
     /// Items the server refused, with their line numbers and messages.
     pub failed: Vec<(u64, String)>,
+    /// Lines skipped because their `expires_at_ms` had already passed.
+    pub expired: u64,
+}
+
+/// Whether `line` is an item whose `expires_at_ms` is at or before `now_ms`
+/// (such a record would be invisible at once). Lines that are not JSON
+/// objects are left to the server to judge.
+pub fn already_expired(line: &[u8], now_ms: u64) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Deadline {
+        expires_at_ms: Option<u64>,
+    }
+    serde_json::from_slice::<Deadline>(line)
+        .ok()
+        .and_then(|item| item.expires_at_ms)
+        .is_some_and(|at| at <= now_ms)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn send(
@@ -107,6 +134,10 @@ pub fn import(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        if already_expired(&line, now_ms()) {
+            summary.expired += 1;
+            continue;
+        }
         if batch.len() + line.len() > MAX_BATCH_BYTES || lines.len() >= batch_size {
             send(client, &path, &mut batch, &mut lines, &mut summary)?;
             let done = summary.written + summary.failed.len() as u64;
@@ -122,4 +153,20 @@ pub fn import(
     send(client, &path, &mut batch, &mut lines, &mut summary)?;
     progress.finish_and_clear();
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_passed_deadline_skips_a_line() {
+        let at = |ms: u64| format!(r#"{{"key":"k","value":"v","expires_at_ms":{ms}}}"#);
+        assert!(already_expired(at(1000).as_bytes(), 1000));
+        assert!(already_expired(at(999).as_bytes(), 1000));
+        assert!(!already_expired(at(1001).as_bytes(), 1000));
+        assert!(!already_expired(br#"{"key":"k","value":"v"}"#, 1000));
+        assert!(!already_expired(br#"{"key":"k","ttl_ms":5}"#, 1000));
+        assert!(!already_expired(b"not json", 1000));
+    }
 }

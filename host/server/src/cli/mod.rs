@@ -3,9 +3,11 @@
 //! Exit codes: 0 success, 1 the server (or the network) reported an error,
 //! 2 bad usage.
 
+pub mod backup;
 pub mod client;
 pub mod duration;
 pub mod expiry;
+pub mod export;
 pub mod import;
 pub mod plugin;
 pub mod serve;
@@ -128,8 +130,30 @@ pub enum Command {
         #[arg(long, conflicts_with = "query")]
         cursor: Option<String>,
     },
-    /// Import an NDJSON file of batch items ({"key", "value", "ttl_ms"} or
-    /// {"op": "delete", "key"}) into a table.
+    /// Write an online, consistent copy of the whole node into DIR, a path
+    /// on the server (missing or empty); serve it with `ebb serve --data-dir DIR`.
+    Backup {
+        /// Target directory; a relative path is made absolute against the
+        /// current directory.
+        dir: PathBuf,
+    },
+    /// Write a table's live records as NDJSON lines
+    /// {"key", "value" (text or {"base64"}), "expires_at_ms"?}, in key order.
+    Export {
+        /// Table name.
+        table: String,
+        /// Export only records matching this SQL condition (over key, value,
+        /// _expires_at, ...).
+        #[arg(long = "where")]
+        filter: Option<String>,
+        /// Write to this file instead of stdout.
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+    },
+    /// Import an NDJSON file into a table: the lines `ebb export` writes, or
+    /// any batch item ({"key", "value", "ttl_ms" | "expires_at_ms"} or
+    /// {"op": "delete", "key"}). Lines whose expires_at_ms has passed are
+    /// skipped and counted.
     Import {
         /// The file; `-` reads stdin.
         file: PathBuf,
@@ -340,6 +364,47 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Backup { dir } => {
+            let report = backup::backup(client, &dir)?;
+            match format {
+                Format::Json | Format::Ndjson | Format::Csv => print_json(&report),
+                Format::Human => println!(
+                    "backup written to {}: {} files, {} bytes in {} ms",
+                    report["dir"].as_str().unwrap_or("?"),
+                    report["files"].as_u64().unwrap_or(0),
+                    report["bytes"].as_u64().unwrap_or(0),
+                    report["duration_ms"].as_u64().unwrap_or(0)
+                ),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export {
+            table,
+            filter,
+            output,
+        } => {
+            let summary = match &output {
+                Some(path) => {
+                    let file = std::fs::File::create(path).map_err(|e| {
+                        ClientError::Local(format!("cannot create {}: {e}", path.display()))
+                    })?;
+                    let mut out = std::io::BufWriter::new(file);
+                    export::export(client, &table, filter.as_deref(), &mut out)?
+                }
+                None => {
+                    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+                    export::export(client, &table, filter.as_deref(), &mut out)?
+                }
+            };
+            // The records may be on stdout: the summary goes to stderr.
+            match format {
+                Format::Json | Format::Ndjson | Format::Csv => {
+                    eprintln!("{}", json!({ "exported": summary.records, "table": table }))
+                }
+                Format::Human => eprintln!("exported {} records from {table}", summary.records),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Import {
             file,
             table,
@@ -356,10 +421,17 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             match format {
                 Format::Json | Format::Ndjson | Format::Csv => print_json(&json!({
                     "written": summary.written,
+                    "skipped_expired": summary.expired,
                     "failed": summary.failed.iter().map(|(line, message)| json!({"line": line, "message": message})).collect::<Vec<_>>(),
                 })),
                 Format::Human => {
                     println!("imported {} records into {table}", summary.written);
+                    if summary.expired > 0 {
+                        println!(
+                            "skipped {} records whose expires_at_ms had passed",
+                            summary.expired
+                        );
+                    }
                     for (line, message) in summary.failed.iter().take(20) {
                         eprintln!("line {line}: {message}");
                     }

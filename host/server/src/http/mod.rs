@@ -1,5 +1,6 @@
 //! The HTTP API (v1): routes, errors, auth, limits and observability.
 
+pub mod admin;
 pub mod auth;
 pub mod batch;
 pub mod body;
@@ -136,6 +137,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/tables", get(kv::list_tables))
         .route("/v1/sql", post(sql::sql))
+        .route("/v1/admin/backup", post(admin::backup))
         .route("/v1/plugins", get(plugins::list_plugins))
         .route(
             "/v1/plugins/{name}",
