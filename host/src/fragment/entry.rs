@@ -1,113 +1,288 @@
 //! One record and its key in a single reference-counted allocation: the unit
 //! a partition's index, deadline index and tombstone index hold.
 //!
-//! A record costs one heap block: a 48-byte header (reference count, the
-//! version, deadline, kind and lengths) followed by the key and the value
-//! bytes. The index holds 8-byte pointers to these blocks, and snapshots
-//! share them by reference count. A [`Record`] is built from an entry only
-//! when a caller needs one (a point read, a write's comparison); a value
-//! read out of an entry is a [`Bytes`] that keeps the block alive, not a
-//! copy.
+//! A record costs one heap block: a 4-byte reference count, a packed header
+//! (kind, version, lengths and deadline, 11 bytes for a typical record)
+//! and the key and value bytes. A record of a 10-byte key and a 100-byte
+//! value fits a 128-byte allocation. The index holds 8-byte pointers to
+//! these blocks, and snapshots share them by reference count. A [`Record`]
+//! is built from an entry only when a caller needs one (a point read, a
+//! conversion); a value read out of an entry is a [`Bytes`] that keeps the
+//! block alive, not a copy.
+//!
+//! Block layout (all integers little-endian):
+//!
+//! | bytes | field |
+//! | --- | --- |
+//! | 4 | reference count |
+//! | 1 | flags: kind (bits 0-1), has a deadline (bit 2), wide times (bit 3) |
+//! | 6 or 8 | `hlc_ms` (8 with wide times) |
+//! | varint | key length |
+//! | varint | value length |
+//! | varint | version counter |
+//! | varint | writer number |
+//! | 0, 6 or 8 | deadline (when it has one; 8 with wide times) |
+//! | key, value | the bytes |
 
+use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{self, AtomicU32};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use parking_lot::RwLock;
-use triomphe::ThinArc;
 
-use crate::names::MAX_KEY_BYTES;
 use crate::record::{Record, RecordKind, Version};
 
-/// `expires_at_ms` of a record without a deadline (above every valid one).
-const NO_DEADLINE: u64 = u64::MAX;
-
-/// The fixed part of an entry. 32 bytes; with the reference count and the
-/// slice length the block's header is 48 bytes.
-#[derive(Clone, Copy, Debug)]
-struct Meta {
-    hlc_ms: u64,
-    counter: u64,
-    expires_at_ms: u64,
-    writer: u32,
-    key_len: u16,
-    kind: RecordKind,
-}
-
-const _: () = assert!(size_of::<Meta>() == 32);
-const _: () = assert!(MAX_KEY_BYTES <= u16::MAX as usize);
+/// Times up to this fit 6 bytes (year 10889); later ones take 8.
+const NARROW_TIME_LIMIT: u64 = 1 << 48;
+const KIND_MASK: u8 = 0b11;
+const HAS_DEADLINE: u8 = 0b100;
+const WIDE_TIMES: u8 = 0b1000;
+/// A reference count past this aborts (as `std::sync::Arc` does): a count
+/// that large means references leak.
+const MAX_REFS: u32 = u32::MAX / 2;
 
 /// A record with its key. Cloning shares the block.
 ///
 /// Entries order, compare and borrow as their key alone (`Borrow<str>`): an
 /// index holds at most one entry per key, and looks entries up by key.
-#[derive(Clone)]
-pub struct Entry(ThinArc<Meta, u8>);
-
-/// An exact-size iterator over the key then the value bytes, so the block
-/// is written in one pass without an intermediate buffer.
-struct Concat<'a> {
-    key: std::slice::Iter<'a, u8>,
-    value: std::slice::Iter<'a, u8>,
+pub struct Entry {
+    block: NonNull<u8>,
 }
 
-impl Iterator for Concat<'_> {
-    type Item = u8;
+// SAFETY: a block is immutable after `new` except for its atomic reference
+// count, so sharing and sending entries between threads is sound.
+unsafe impl Send for Entry {}
+unsafe impl Sync for Entry {}
 
-    fn next(&mut self) -> Option<u8> {
-        self.key.next().or_else(|| self.value.next()).copied()
-    }
+/// The header of a block, decoded.
+#[derive(Clone, Copy, Debug)]
+struct Header {
+    kind: RecordKind,
+    hlc_ms: u64,
+    counter: u64,
+    writer: u32,
+    expires_at_ms: Option<u64>,
+    key_len: usize,
+    value_len: usize,
+    /// Offset of the key in the block.
+    body: usize,
+}
 
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let len = self.key.len() + self.value.len();
-        (len, Some(len))
+impl Header {
+    fn block_len(&self) -> usize {
+        self.body + self.key_len + self.value_len
     }
 }
 
-impl ExactSizeIterator for Concat<'_> {}
+fn kind_bits(kind: RecordKind) -> u8 {
+    match kind {
+        RecordKind::Live => 0,
+        RecordKind::Tombstone => 1,
+        RecordKind::ExpiryTombstone => 2,
+    }
+}
+
+/// A header being written, on the stack: at most 4 + 1 + 8 + 4 * 10 + 8
+/// bytes.
+struct HeaderBuf {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl HeaderBuf {
+    fn extend(&mut self, bytes: &[u8]) {
+        self.bytes[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    fn varint(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.extend(&[(value as u8) | 0x80]);
+            value >>= 7;
+        }
+        self.extend(&[value as u8]);
+    }
+
+    fn time(&mut self, value: u64, wide: bool) {
+        let bytes = value.to_le_bytes();
+        self.extend(if wide { &bytes[..] } else { &bytes[..6] });
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// Reads a block's header fields in order.
+struct Reader {
+    at: *const u8,
+    offset: usize,
+}
+
+impl Reader {
+    /// # Safety
+    /// The reader must stay within a header written by [`Entry::new`].
+    unsafe fn byte(&mut self) -> u8 {
+        // SAFETY: the caller keeps the reader inside the header.
+        let byte = unsafe { *self.at.add(self.offset) };
+        self.offset += 1;
+        byte
+    }
+
+    /// # Safety
+    /// As [`Self::byte`].
+    unsafe fn varint(&mut self) -> u64 {
+        let mut value = 0u64;
+        let mut shift = 0;
+        loop {
+            // SAFETY: `new` wrote a terminated varint here.
+            let byte = unsafe { self.byte() };
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return value;
+            }
+            shift += 7;
+        }
+    }
+
+    /// # Safety
+    /// As [`Self::byte`].
+    unsafe fn time(&mut self, wide: bool) -> u64 {
+        let len = if wide { 8 } else { 6 };
+        let mut bytes = [0u8; 8];
+        // SAFETY: `new` wrote `len` bytes here.
+        unsafe { std::ptr::copy_nonoverlapping(self.at.add(self.offset), bytes.as_mut_ptr(), len) };
+        self.offset += len;
+        u64::from_le_bytes(bytes)
+    }
+}
 
 impl Entry {
-    /// The entry of `record` under `key`. Keys are at most
-    /// [`MAX_KEY_BYTES`] long (checked at the API edge; a longer key here is
-    /// a bug and panics).
+    /// The entry of `record` under `key`.
     pub fn new(key: &str, record: &Record) -> Self {
-        let key_len = u16::try_from(key.len()).expect("keys are at most MAX_KEY_BYTES long");
-        let meta = Meta {
-            hlc_ms: record.version.hlc_ms,
-            counter: record.version.counter,
-            expires_at_ms: record.expires_at_ms.unwrap_or(NO_DEADLINE),
-            writer: writers().intern(&record.version.writer),
-            key_len,
-            kind: record.kind,
+        let expires = record.expires_at_ms;
+        let wide = record.version.hlc_ms >= NARROW_TIME_LIMIT
+            || expires.is_some_and(|at| at >= NARROW_TIME_LIMIT);
+        let mut flags = kind_bits(record.kind);
+        if expires.is_some() {
+            flags |= HAS_DEADLINE;
+        }
+        if wide {
+            flags |= WIDE_TIMES;
+        }
+        let mut header = HeaderBuf {
+            bytes: [0; 64],
+            len: 0,
         };
-        let bytes = Concat {
-            key: key.as_bytes().iter(),
-            value: record.value.iter(),
+        header.extend(&[0, 0, 0, 0, flags]);
+        header.time(record.version.hlc_ms, wide);
+        header.varint(key.len() as u64);
+        header.varint(record.value.len() as u64);
+        header.varint(record.version.counter);
+        header.varint(u64::from(writers().intern(&record.version.writer)));
+        if let Some(at) = expires {
+            header.time(at, wide);
+        }
+        let header = header.as_slice();
+        let len = header.len() + key.len() + record.value.len();
+        let layout = Self::layout(len);
+        // SAFETY: the layout has a non-zero size (the header alone is more
+        // than 5 bytes).
+        let block = unsafe { alloc(layout) };
+        let Some(block) = NonNull::new(block) else {
+            handle_alloc_error(layout)
         };
-        Self(ThinArc::from_header_and_iter(meta, bytes))
+        // SAFETY: `block` has room for `len` bytes; the three ranges written
+        // are disjoint and within it; the count is then initialized in place.
+        unsafe {
+            let at = block.as_ptr();
+            std::ptr::copy_nonoverlapping(header.as_ptr(), at, header.len());
+            std::ptr::copy_nonoverlapping(key.as_ptr(), at.add(header.len()), key.len());
+            std::ptr::copy_nonoverlapping(
+                record.value.as_ptr(),
+                at.add(header.len() + key.len()),
+                record.value.len(),
+            );
+            at.cast::<AtomicU32>().write(AtomicU32::new(1));
+        }
+        Self { block }
     }
 
-    fn meta(&self) -> &Meta {
-        &self.0.header.header
+    fn layout(len: usize) -> Layout {
+        Layout::from_size_align(len, align_of::<AtomicU32>()).expect("a block fits a layout")
+    }
+
+    fn refs(&self) -> &AtomicU32 {
+        // SAFETY: the block starts with the count, aligned for it, alive
+        // while `self` is.
+        unsafe { &*self.block.as_ptr().cast::<AtomicU32>() }
+    }
+
+    fn header(&self) -> Header {
+        let mut reader = Reader {
+            at: self.block.as_ptr(),
+            offset: 4,
+        };
+        // SAFETY: `new` wrote every field read here, in this order.
+        unsafe {
+            let flags = reader.byte();
+            let wide = flags & WIDE_TIMES != 0;
+            let hlc_ms = reader.time(wide);
+            let key_len = reader.varint() as usize;
+            let value_len = reader.varint() as usize;
+            let counter = reader.varint();
+            let writer = reader.varint() as u32;
+            let expires_at_ms = if flags & HAS_DEADLINE != 0 {
+                Some(reader.time(wide))
+            } else {
+                None
+            };
+            let kind = match flags & KIND_MASK {
+                0 => RecordKind::Live,
+                1 => RecordKind::Tombstone,
+                _ => RecordKind::ExpiryTombstone,
+            };
+            Header {
+                kind,
+                hlc_ms,
+                counter,
+                writer,
+                expires_at_ms,
+                key_len,
+                value_len,
+                body: reader.offset,
+            }
+        }
+    }
+
+    fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        // SAFETY: `offset..offset + len` lies in the block, which lives as
+        // long as `self` and never changes after `new`.
+        unsafe { std::slice::from_raw_parts(self.block.as_ptr().add(offset), len) }
     }
 
     /// The key.
     pub fn key(&self) -> &str {
-        let key = &self.0.slice[..usize::from(self.meta().key_len)];
-        // SAFETY: `new` copied these bytes from a `&str` and they never change.
+        let header = self.header();
+        let key = self.bytes(header.body, header.key_len);
+        // SAFETY: `new` copied these bytes from a `&str`.
         unsafe { std::str::from_utf8_unchecked(key) }
     }
 
     /// The value bytes (empty for tombstones), borrowed from the block.
     pub fn value(&self) -> &[u8] {
-        &self.0.slice[usize::from(self.meta().key_len)..]
+        let header = self.header();
+        self.bytes(header.body + header.key_len, header.value_len)
     }
 
     /// The value as [`Bytes`] that share the block (no copy).
     pub fn value_bytes(&self) -> Bytes {
-        if self.value().is_empty() {
+        if self.header().value_len == 0 {
             return Bytes::new();
         }
         Bytes::from_owner(ValueOf(self.clone()))
@@ -115,26 +290,26 @@ impl Entry {
 
     /// Live value, delete or converted expiry.
     pub fn kind(&self) -> RecordKind {
-        self.meta().kind
+        self.header().kind
     }
 
     /// Physical part of the version, in Unix milliseconds.
     pub fn hlc_ms(&self) -> u64 {
-        self.meta().hlc_ms
+        self.header().hlc_ms
     }
 
     /// The deadline, if the record has one.
     pub fn expires_at_ms(&self) -> Option<u64> {
-        Some(self.meta().expires_at_ms).filter(|at| *at != NO_DEADLINE)
+        self.header().expires_at_ms
     }
 
     /// The full version (the writer's name is shared, not copied).
     pub fn version(&self) -> Version {
-        let meta = self.meta();
+        let header = self.header();
         Version {
-            hlc_ms: meta.hlc_ms,
-            counter: meta.counter,
-            writer: writers().name(meta.writer),
+            hlc_ms: header.hlc_ms,
+            counter: header.counter,
+            writer: writers().name(header.writer),
         }
     }
 
@@ -145,13 +320,15 @@ impl Entry {
 
     /// Visible to reads at `now_ms`: live and not past its deadline.
     pub fn is_visible_at(&self, now_ms: u64) -> bool {
-        self.kind() == RecordKind::Live && self.meta().expires_at_ms > now_ms
+        let header = self.header();
+        header.kind == RecordKind::Live && header.expires_at_ms.is_none_or(|at| at > now_ms)
     }
 
     /// The deadline of a live record with a TTL, for the expiry index.
     pub fn deadline(&self) -> Option<u64> {
-        match self.kind() {
-            RecordKind::Live => self.expires_at_ms(),
+        let header = self.header();
+        match header.kind {
+            RecordKind::Live => header.expires_at_ms,
             _ => None,
         }
     }
@@ -160,38 +337,70 @@ impl Entry {
     /// expiry tombstone the later of its version time and its deadline.
     /// `None` for a live record.
     pub fn tombstone_since_ms(&self) -> Option<u64> {
-        match self.kind() {
+        let header = self.header();
+        match header.kind {
             RecordKind::Live => None,
-            RecordKind::Tombstone => Some(self.hlc_ms()),
+            RecordKind::Tombstone => Some(header.hlc_ms),
             RecordKind::ExpiryTombstone => {
-                Some(self.hlc_ms().max(self.expires_at_ms().unwrap_or(0)))
+                Some(header.hlc_ms.max(header.expires_at_ms.unwrap_or(0)))
             }
         }
     }
 
     /// The record this entry holds, its value sharing the block.
     pub fn record(&self) -> Record {
+        let header = self.header();
         Record {
-            version: self.version(),
-            kind: self.kind(),
+            version: Version {
+                hlc_ms: header.hlc_ms,
+                counter: header.counter,
+                writer: writers().name(header.writer),
+            },
+            kind: header.kind,
             value: self.value_bytes(),
-            expires_at_ms: self.expires_at_ms(),
+            expires_at_ms: header.expires_at_ms,
         }
     }
 
-    /// Heap bytes the block takes: its header, key and value (before the
-    /// allocator rounds it up to its size class).
+    /// Heap bytes the block takes (before the allocator rounds it up to
+    /// its size class).
     pub fn heap_bytes(&self) -> usize {
-        Self::HEADER_BYTES + self.0.slice.len()
+        self.header().block_len()
+    }
+
+    /// Bytes of the block before the key: the count and the header.
+    #[cfg(test)]
+    pub fn header_bytes(&self) -> usize {
+        self.header().body
     }
 
     /// Where the block starts in memory, for prefetch hints.
     pub fn address(&self) -> *const u8 {
-        self.0.ptr().cast()
+        self.block.as_ptr()
     }
+}
 
-    /// Bytes of an entry's block before its key and value.
-    pub const HEADER_BYTES: usize = 16 + size_of::<Meta>();
+impl Clone for Entry {
+    fn clone(&self) -> Self {
+        if self.refs().fetch_add(1, atomic::Ordering::Relaxed) > MAX_REFS {
+            std::process::abort();
+        }
+        Self { block: self.block }
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if self.refs().fetch_sub(1, atomic::Ordering::Release) != 1 {
+            return;
+        }
+        // Every other owner's use of the block happens before the free.
+        atomic::fence(atomic::Ordering::Acquire);
+        let layout = Self::layout(self.header().block_len());
+        // SAFETY: this was the last reference to a block `new` allocated
+        // with this layout.
+        unsafe { dealloc(self.block.as_ptr(), layout) };
+    }
 }
 
 /// Owner of a value's [`Bytes`]: keeps the entry's block alive.
@@ -242,7 +451,7 @@ impl Borrow<str> for Entry {
 }
 
 /// Writer names by number. Versions name their writer (a node id); there is
-/// one per node that ever wrote, so entries store a 4-byte number instead of
+/// one per node that ever wrote, so entries store a small number instead of
 /// a pointer to the name. Process-wide and append-only.
 struct Writers {
     names: RwLock<Vec<Arc<str>>>,
@@ -351,13 +560,41 @@ mod tests {
     }
 
     #[test]
-    fn a_block_is_its_header_key_and_value() {
+    fn a_typical_record_fits_128_bytes() {
+        let now = 1_764_547_200_000; // 2025-12-01
         let entry = Entry::new(
             "key:999999",
-            &Record::live(version(1, 0, "w"), Bytes::from(vec![7u8; 100]), None),
+            &Record::live(version(now, 3, "w"), Bytes::from(vec![7u8; 100]), None),
         );
-        assert_eq!(Entry::HEADER_BYTES, 48);
-        assert_eq!(entry.heap_bytes(), 48 + 10 + 100);
+        // count 4, flags 1, hlc_ms 6, four one-byte varints.
+        assert_eq!(entry.header_bytes(), 15);
+        assert_eq!(entry.heap_bytes(), 15 + 10 + 100);
         assert_eq!(size_of::<Entry>(), 8);
+        assert_eq!(size_of::<Option<Entry>>(), 8);
+    }
+
+    #[test]
+    fn wide_times_long_fields_and_shared_blocks_round_trip() {
+        let long_key = "k".repeat(4096);
+        let records = [
+            Record::live(
+                version(u64::MAX, u64::MAX, "far-future"),
+                Bytes::from(vec![1u8; 70_000]),
+                Some(u64::MAX - 1),
+            ),
+            Record::live(version(5, 300, "w"), Bytes::from(vec![2u8; 200]), Some(1 << 47)),
+        ];
+        for record in records {
+            let entry = Entry::new(&long_key, &record);
+            let copies: Vec<Entry> = (0..100).map(|_| entry.clone()).collect();
+            drop(entry);
+            for copy in &copies {
+                assert_eq!(copy.key(), long_key);
+                assert_eq!(copy.record(), record);
+            }
+            let value = copies[0].value_bytes();
+            drop(copies);
+            assert_eq!(value, record.value, "a value outlives every entry");
+        }
     }
 }

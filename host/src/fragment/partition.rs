@@ -49,22 +49,24 @@ impl PartitionSnapshot {
 }
 
 /// Bytes a record's place in the ordered index costs on average: an 8-byte
-/// pointer in a node of 16 that is about two-thirds full, plus the
-/// branches above it.
-const INDEX_SLOT_BYTES: usize = 16;
+/// pointer in a leaf of 16 (160 bytes with its count) that keys written in
+/// order leave half full, plus the branches above it (measured: 25 bytes
+/// per record over a million keys, BENCHMARKS.md).
+const INDEX_SLOT_BYTES: usize = 25;
 /// Bytes an entry's place in the deadline or tombstone index costs (a
 /// `BTreeSet` of `(u64, Entry)`).
 const SIDE_INDEX_SLOT_BYTES: usize = 24;
 
-/// Bytes `entry` holds in a partition: its block, its index slot and its
-/// slot in the deadline or tombstone index if it has one.
+/// Bytes `entry` holds in a partition: its block (rounded up to 16 bytes,
+/// as the allocator's size classes do for small blocks), its index slot and
+/// its slot in the deadline or tombstone index if it has one.
 fn footprint(entry: &Entry) -> usize {
     let side = if entry.deadline().is_some() || entry.is_tombstone() {
         SIDE_INDEX_SLOT_BYTES
     } else {
         0
     };
-    entry.heap_bytes() + INDEX_SLOT_BYTES + side
+    entry.heap_bytes().next_multiple_of(16) + INDEX_SLOT_BYTES + side
 }
 
 /// A table partition. Callers serialize access (the fragment wraps each
@@ -407,7 +409,7 @@ mod tests {
         assert_eq!(p.purge(u64::MAX, usize::MAX).len(), 5);
         assert_eq!((p.len(), p.tombstone_count(), p.live_count()), (0, 0, 0));
         assert_eq!(p.memory_bytes(), empty_bytes);
-        assert!(full_bytes > 10 * Entry::HEADER_BYTES);
+        assert!(full_bytes > 10 * (15 + 2 + 5));
     }
 
     #[test]

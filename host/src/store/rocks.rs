@@ -33,7 +33,7 @@ const BLOCK_CACHE_BYTES: usize = 8 << 20;
 /// (reads are served from memory), so a memtable only needs to absorb write
 /// bursts; RocksDB's default (64 MiB, up to two) would add 64 bytes per record
 /// to the resident size of a node of a million records.
-const RECORDS_MEMTABLE_BYTES: usize = 16 << 20;
+const RECORDS_MEMTABLE_BYTES: usize = 8 << 20;
 /// Memtable size of the other, small families.
 const SMALL_MEMTABLE_BYTES: usize = 4 << 20;
 /// An SST of `records` with this many deletes (purged tombstones) among
@@ -225,7 +225,8 @@ impl KvStore for RocksStore {
                     .unwrap_or(0))
             };
             stats.memtable_bytes += property("rocksdb.cur-size-all-mem-tables")?;
-            stats.block_cache_bytes += property("rocksdb.block-cache-usage")?;
+            // Every family reports the one shared cache.
+            stats.block_cache_bytes = property("rocksdb.block-cache-usage")?;
             stats.live_sst_bytes += property("rocksdb.live-sst-files-size")?;
         }
         Ok(stats)
