@@ -13,7 +13,7 @@ use std::sync::Arc;
 use ebb_query::{AggState, Column, EvalError, Meter, Plan, RowSource, Shape, Value, eval_batch};
 
 use super::prefetch::prefetch_lines as prefetch_lines_at;
-use crate::fragment::entry::Entry;
+use crate::fragment::entry::{Entry, Header};
 use crate::fragment::partition::PartitionSnapshot;
 
 /// Records evaluated together (one function call per batch): small enough
@@ -42,14 +42,17 @@ const PREFETCH_AHEAD: usize = 8;
 /// string is built once per row).
 pub(crate) struct ScanRow<'a> {
     entry: &'a Entry,
+    /// Decoded once per row.
+    header: Header,
     key: OnceCell<Arc<str>>,
     fragment: u32,
 }
 
 impl<'a> ScanRow<'a> {
-    fn new(entry: &'a Entry, fragment: u32) -> Self {
+    fn new(entry: &'a Entry, header: Header, fragment: u32) -> Self {
         Self {
             entry,
+            header,
             key: OnceCell::new(),
             fragment,
         }
@@ -57,7 +60,8 @@ impl<'a> ScanRow<'a> {
 
     /// The key as the string output rows and values carry.
     fn key(&self) -> &Arc<str> {
-        self.key.get_or_init(|| Arc::from(self.entry.key()))
+        self.key
+            .get_or_init(|| Arc::from(self.entry.key_of(&self.header)))
     }
 }
 
@@ -65,10 +69,10 @@ impl RowSource for ScanRow<'_> {
     fn column(&self, column: Column) -> Value {
         match column {
             Column::Key => Value::Text(self.key().clone()),
-            Column::Value => Value::Bytes(self.entry.value_bytes()),
-            Column::VersionMs => Value::Int(self.entry.hlc_ms() as i64),
+            Column::Value => Value::Bytes(self.entry.value_bytes_of(&self.header)),
+            Column::VersionMs => Value::Int(self.header.hlc_ms() as i64),
             Column::ExpiresAt => self
-                .entry
+                .header
                 .expires_at_ms()
                 .map_or(Value::Null, |at| Value::Int(at as i64)),
             Column::Fragment => Value::Int(i64::from(self.fragment)),
@@ -172,7 +176,7 @@ pub(crate) fn run_page(
     // An entry's first cache line holds its header and short keys; values
     // follow. Loading the lines a plan reads a few entries ahead keeps the
     // scan from waiting on memory one row at a time.
-    let prefetch_lines = if plan.reads_value() { 3 } else { 1 };
+    let prefetch_lines = if plan.reads_value() { 2 } else { 1 };
     let mut window: VecDeque<&Entry> = VecDeque::with_capacity(PREFETCH_AHEAD);
     // Borrowed while scanning; copied once at the end.
     let mut last: Option<&Entry> = None;
@@ -207,11 +211,12 @@ pub(crate) fn run_page(
             }
             out.visited += 1;
             last = Some(entry);
-            if !entry.is_visible_at(snapshot_ms) {
+            let header = entry.header();
+            if !header.is_visible_at(snapshot_ms) {
                 continue;
             }
-            batch_bytes += entry.value().len();
-            batch.push(ScanRow::new(entry, fragment));
+            batch_bytes += header.value_len();
+            batch.push(ScanRow::new(entry, header, fragment));
             if batch.len() == batch_size || batch_bytes >= BATCH_VALUE_BYTES {
                 evaluate(plan, &mut batch, &mut out, &mut meter)?;
                 batch_bytes = 0;

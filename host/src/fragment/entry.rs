@@ -15,14 +15,15 @@
 //! | bytes | field |
 //! | --- | --- |
 //! | 4 | reference count |
+//! | varint | key length |
+//! | key | the key bytes (first, so comparing keys reads one varint) |
 //! | 1 | flags: kind (bits 0-1), has a deadline (bit 2), wide times (bit 3) |
 //! | 6 or 8 | `hlc_ms` (8 with wide times) |
-//! | varint | key length |
 //! | varint | value length |
 //! | varint | version counter |
 //! | varint | writer number |
 //! | 0, 6 or 8 | deadline (when it has one; 8 with wide times) |
-//! | key, value | the bytes |
+//! | value | the value bytes |
 
 use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
 use std::borrow::Borrow;
@@ -61,21 +62,41 @@ unsafe impl Sync for Entry {}
 
 /// The header of a block, decoded.
 #[derive(Clone, Copy, Debug)]
-struct Header {
+pub struct Header {
     kind: RecordKind,
     hlc_ms: u64,
     counter: u64,
     writer: u32,
     expires_at_ms: Option<u64>,
+    key_start: usize,
     key_len: usize,
+    value_start: usize,
     value_len: usize,
-    /// Offset of the key in the block.
-    body: usize,
 }
 
 impl Header {
     fn block_len(&self) -> usize {
-        self.body + self.key_len + self.value_len
+        self.value_start + self.value_len
+    }
+
+    /// Physical part of the version, in Unix milliseconds.
+    pub fn hlc_ms(&self) -> u64 {
+        self.hlc_ms
+    }
+
+    /// The deadline, if the record has one.
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        self.expires_at_ms
+    }
+
+    /// Length of the value in bytes.
+    pub fn value_len(&self) -> usize {
+        self.value_len
+    }
+
+    /// Visible to reads at `now_ms`: live and not past its deadline.
+    pub fn is_visible_at(&self, now_ms: u64) -> bool {
+        self.kind == RecordKind::Live && self.expires_at_ms.is_none_or(|at| at > now_ms)
     }
 }
 
@@ -153,12 +174,26 @@ impl Reader {
     /// # Safety
     /// As [`Self::byte`].
     unsafe fn time(&mut self, wide: bool) -> u64 {
-        let len = if wide { 8 } else { 6 };
         let mut bytes = [0u8; 8];
-        // SAFETY: `new` wrote `len` bytes here.
-        unsafe { std::ptr::copy_nonoverlapping(self.at.add(self.offset), bytes.as_mut_ptr(), len) };
-        self.offset += len;
+        let at = unsafe { self.at.add(self.offset) };
+        // SAFETY: `new` wrote 8 (wide) or 6 bytes here. Fixed-size copies
+        // compile to moves, not a call.
+        unsafe {
+            if wide {
+                std::ptr::copy_nonoverlapping(at, bytes.as_mut_ptr(), 8);
+                self.offset += 8;
+            } else {
+                std::ptr::copy_nonoverlapping(at, bytes.as_mut_ptr(), 6);
+                self.offset += 6;
+            }
+        }
         u64::from_le_bytes(bytes)
+    }
+
+    /// # Safety
+    /// As [`Self::byte`], for `len` bytes.
+    unsafe fn skip(&mut self, len: usize) {
+        self.offset += len;
     }
 }
 
@@ -175,40 +210,43 @@ impl Entry {
         if wide {
             flags |= WIDE_TIMES;
         }
+        let mut front = HeaderBuf {
+            bytes: [0; 64],
+            len: 0,
+        };
+        front.extend(&[0, 0, 0, 0]);
+        front.varint(key.len() as u64);
         let mut header = HeaderBuf {
             bytes: [0; 64],
             len: 0,
         };
-        header.extend(&[0, 0, 0, 0, flags]);
+        header.extend(&[flags]);
         header.time(record.version.hlc_ms, wide);
-        header.varint(key.len() as u64);
         header.varint(record.value.len() as u64);
         header.varint(record.version.counter);
         header.varint(u64::from(writers().intern(&record.version.writer)));
         if let Some(at) = expires {
             header.time(at, wide);
         }
-        let header = header.as_slice();
-        let len = header.len() + key.len() + record.value.len();
+        let (front, header) = (front.as_slice(), header.as_slice());
+        let len = front.len() + key.len() + header.len() + record.value.len();
         let layout = Self::layout(len);
-        // SAFETY: the layout has a non-zero size (the header alone is more
-        // than 5 bytes).
+        // SAFETY: the layout has a non-zero size (the count alone is 4
+        // bytes).
         let block = unsafe { alloc(layout) };
         let Some(block) = NonNull::new(block) else {
             handle_alloc_error(layout)
         };
-        // SAFETY: `block` has room for `len` bytes; the three ranges written
-        // are disjoint and within it; the count is then initialized in place.
+        // SAFETY: `block` has room for `len` bytes; the four ranges written
+        // are consecutive and within it; the count is then initialized in
+        // place over the front's first 4 bytes.
         unsafe {
-            let at = block.as_ptr();
-            std::ptr::copy_nonoverlapping(header.as_ptr(), at, header.len());
-            std::ptr::copy_nonoverlapping(key.as_ptr(), at.add(header.len()), key.len());
-            std::ptr::copy_nonoverlapping(
-                record.value.as_ptr(),
-                at.add(header.len() + key.len()),
-                record.value.len(),
-            );
-            at.cast::<AtomicU32>().write(AtomicU32::new(1));
+            let mut at = block.as_ptr();
+            for part in [front, key.as_bytes(), header, &record.value[..]] {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
+                at = at.add(part.len());
+            }
+            block.as_ptr().cast::<AtomicU32>().write(AtomicU32::new(1));
         }
         Self { block }
     }
@@ -223,17 +261,21 @@ impl Entry {
         unsafe { &*self.block.as_ptr().cast::<AtomicU32>() }
     }
 
-    fn header(&self) -> Header {
+    /// The decoded header, for callers that read several fields of one
+    /// entry (a scan): each accessor of `Entry` decodes it again.
+    pub fn header(&self) -> Header {
         let mut reader = Reader {
             at: self.block.as_ptr(),
             offset: 4,
         };
         // SAFETY: `new` wrote every field read here, in this order.
         unsafe {
+            let key_len = reader.varint() as usize;
+            let key_start = reader.offset;
+            reader.skip(key_len);
             let flags = reader.byte();
             let wide = flags & WIDE_TIMES != 0;
             let hlc_ms = reader.time(wide);
-            let key_len = reader.varint() as usize;
             let value_len = reader.varint() as usize;
             let counter = reader.varint();
             let writer = reader.varint() as u32;
@@ -253,9 +295,10 @@ impl Entry {
                 counter,
                 writer,
                 expires_at_ms,
+                key_start,
                 key_len,
+                value_start: reader.offset,
                 value_len,
-                body: reader.offset,
             }
         }
     }
@@ -266,36 +309,54 @@ impl Entry {
         unsafe { std::slice::from_raw_parts(self.block.as_ptr().add(offset), len) }
     }
 
-    /// The key.
+    /// The key (reads only its length before it).
     pub fn key(&self) -> &str {
-        let header = self.header();
-        let key = self.bytes(header.body, header.key_len);
-        // SAFETY: `new` copied these bytes from a `&str`.
-        unsafe { std::str::from_utf8_unchecked(key) }
+        let mut reader = Reader {
+            at: self.block.as_ptr(),
+            offset: 4,
+        };
+        // SAFETY: `new` wrote the key's length first.
+        let len = unsafe { reader.varint() } as usize;
+        self.str_at(reader.offset, len)
+    }
+
+    /// The key, given this entry's decoded header.
+    pub fn key_of(&self, header: &Header) -> &str {
+        self.str_at(header.key_start, header.key_len)
+    }
+
+    fn str_at(&self, offset: usize, len: usize) -> &str {
+        // SAFETY: `new` copied the key's bytes from a `&str`.
+        unsafe { std::str::from_utf8_unchecked(self.bytes(offset, len)) }
     }
 
     /// The value bytes (empty for tombstones), borrowed from the block.
     pub fn value(&self) -> &[u8] {
         let header = self.header();
-        self.bytes(header.body + header.key_len, header.value_len)
+        self.bytes(header.value_start, header.value_len)
     }
 
     /// The value as [`Bytes`] that share the block (no copy).
+    #[cfg(test)]
     pub fn value_bytes(&self) -> Bytes {
-        if self.header().value_len == 0 {
+        self.value_bytes_of(&self.header())
+    }
+
+    /// The value as [`Bytes`], given this entry's decoded header.
+    pub fn value_bytes_of(&self, header: &Header) -> Bytes {
+        if header.value_len == 0 {
             return Bytes::new();
         }
-        Bytes::from_owner(ValueOf(self.clone()))
+        Bytes::from_owner(ValueOf {
+            entry: self.clone(),
+            start: header.value_start,
+            len: header.value_len,
+        })
     }
 
     /// Live value, delete or converted expiry.
     pub fn kind(&self) -> RecordKind {
         self.header().kind
-    }
-
-    /// Physical part of the version, in Unix milliseconds.
-    pub fn hlc_ms(&self) -> u64 {
-        self.header().hlc_ms
     }
 
     /// The deadline, if the record has one.
@@ -357,7 +418,7 @@ impl Entry {
                 writer: writers().name(header.writer),
             },
             kind: header.kind,
-            value: self.value_bytes(),
+            value: self.value_bytes_of(&header),
             expires_at_ms: header.expires_at_ms,
         }
     }
@@ -368,10 +429,12 @@ impl Entry {
         self.header().block_len()
     }
 
-    /// Bytes of the block before the key: the count and the header.
+    /// Bytes of the block besides the key and value: the count and the
+    /// header.
     #[cfg(test)]
     pub fn header_bytes(&self) -> usize {
-        self.header().body
+        let header = self.header();
+        header.block_len() - header.key_len - header.value_len
     }
 
     /// Where the block starts in memory, for prefetch hints.
@@ -404,11 +467,15 @@ impl Drop for Entry {
 }
 
 /// Owner of a value's [`Bytes`]: keeps the entry's block alive.
-struct ValueOf(Entry);
+struct ValueOf {
+    entry: Entry,
+    start: usize,
+    len: usize,
+}
 
 impl AsRef<[u8]> for ValueOf {
     fn as_ref(&self) -> &[u8] {
-        self.0.value()
+        self.entry.bytes(self.start, self.len)
     }
 }
 
