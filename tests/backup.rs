@@ -75,8 +75,7 @@ fn a_backup_under_load_serves_every_write_acknowledged_before_it() {
                 let mut before = Vec::new();
                 let mut written_after = 0;
                 for n in 0.. {
-                    let was_started = started.load(Ordering::SeqCst);
-                    if was_started && written_after >= 50 {
+                    if started.load(Ordering::SeqCst) && written_after >= 50 {
                         break;
                     }
                     let keys: Vec<String> = if mode == "batch" {
@@ -109,7 +108,10 @@ fn a_backup_under_load_serves_every_write_acknowledged_before_it() {
                             assert_eq!(result["status"], 200, "{result}");
                         }
                     }
-                    if was_started {
+                    // Read after the answer: a write counts as acknowledged
+                    // before the backup only if its answer came before the
+                    // backup was requested.
+                    if started.load(Ordering::SeqCst) {
                         written_after += 1;
                     } else {
                         before.extend(keys);

@@ -2,21 +2,21 @@
 //! a partition's index, deadline index and tombstone index hold.
 //!
 //! A record costs one heap block: a 4-byte reference count, a packed header
-//! (kind, version, lengths and deadline, 11 bytes for a typical record)
-//! and the key and value bytes. A record of a 10-byte key and a 100-byte
-//! value fits a 128-byte allocation. The index holds 8-byte pointers to
-//! these blocks, and snapshots share them by reference count. A [`Record`]
-//! is built from an entry only when a caller needs one (a point read, a
-//! conversion); a value read out of an entry is a [`Bytes`] that keeps the
-//! block alive, not a copy.
+//! (key length, kind, version, value length and deadline: 12 bytes for a
+//! typical record) and the key and value bytes. A record of a 10-byte key
+//! and a 100-byte value fits a 128-byte allocation. The index holds 8-byte
+//! pointers to these blocks, and snapshots share them by reference count.
+//! A [`Record`] is built from an entry only when a caller needs one (a point
+//! read, a conversion); a value read out of an entry is copied when short
+//! and otherwise a [`Bytes`] that keeps the block alive.
 //!
 //! Block layout (all integers little-endian):
 //!
 //! | bytes | field |
 //! | --- | --- |
 //! | 4 | reference count |
-//! | varint | key length |
-//! | key | the key bytes (first, so comparing keys reads one varint) |
+//! | 2 | key length |
+//! | key | the key bytes (first, so comparing keys reads two bytes) |
 //! | 1 | flags: kind (bits 0-1), has a deadline (bit 2), wide times (bit 3) |
 //! | 6 or 8 | `hlc_ms` (8 with wide times) |
 //! | varint | value length |
@@ -34,15 +34,21 @@ use std::sync::atomic::{self, AtomicU32};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use parking_lot::RwLock;
+use parking_lot::Mutex;
 
+use crate::names::MAX_KEY_BYTES;
 use crate::record::{Record, RecordKind, Version};
+
+const _: () = assert!(MAX_KEY_BYTES <= u16::MAX as usize);
 
 /// Times up to this fit 6 bytes (year 10889); later ones take 8.
 const NARROW_TIME_LIMIT: u64 = 1 << 48;
 const KIND_MASK: u8 = 0b11;
 const HAS_DEADLINE: u8 = 0b100;
 const WIDE_TIMES: u8 = 0b1000;
+/// Values up to this long are copied out of a block when read (one small
+/// allocation, no reference to the block); longer ones are shared with it.
+const COPY_VALUES_UP_TO: usize = 256;
 /// A reference count past this aborts (as `std::sync::Arc` does): a count
 /// that large means references leak.
 const MAX_REFS: u32 = u32::MAX / 2;
@@ -214,8 +220,9 @@ impl Entry {
             bytes: [0; 64],
             len: 0,
         };
+        let key_len = u16::try_from(key.len()).expect("keys are at most MAX_KEY_BYTES long");
         front.extend(&[0, 0, 0, 0]);
-        front.varint(key.len() as u64);
+        front.extend(&key_len.to_le_bytes());
         let mut header = HeaderBuf {
             bytes: [0; 64],
             len: 0,
@@ -270,7 +277,7 @@ impl Entry {
         };
         // SAFETY: `new` wrote every field read here, in this order.
         unsafe {
-            let key_len = reader.varint() as usize;
+            let key_len = usize::from(u16::from_le_bytes([reader.byte(), reader.byte()]));
             let key_start = reader.offset;
             reader.skip(key_len);
             let flags = reader.byte();
@@ -311,13 +318,9 @@ impl Entry {
 
     /// The key (reads only its length before it).
     pub fn key(&self) -> &str {
-        let mut reader = Reader {
-            at: self.block.as_ptr(),
-            offset: 4,
-        };
-        // SAFETY: `new` wrote the key's length first.
-        let len = unsafe { reader.varint() } as usize;
-        self.str_at(reader.offset, len)
+        // SAFETY: `new` wrote the key's length as 2 bytes after the count.
+        let len = unsafe { self.block.as_ptr().add(4).cast::<[u8; 2]>().read() };
+        self.str_at(6, usize::from(u16::from_le_bytes(len)))
     }
 
     /// The key, given this entry's decoded header.
@@ -342,10 +345,11 @@ impl Entry {
         self.value_bytes_of(&self.header())
     }
 
-    /// The value as [`Bytes`], given this entry's decoded header.
+    /// The value as [`Bytes`], given this entry's decoded header: a copy
+    /// when it is short (cheaper than sharing), otherwise shared.
     pub fn value_bytes_of(&self, header: &Header) -> Bytes {
-        if header.value_len == 0 {
-            return Bytes::new();
+        if header.value_len <= COPY_VALUES_UP_TO {
+            return Bytes::copy_from_slice(self.bytes(header.value_start, header.value_len));
         }
         Bytes::from_owner(ValueOf {
             entry: self.clone(),
@@ -408,9 +412,13 @@ impl Entry {
         }
     }
 
-    /// The record this entry holds, its value sharing the block.
+    /// The record this entry holds (a long value shares the block).
     pub fn record(&self) -> Record {
-        let header = self.header();
+        self.record_of(&self.header())
+    }
+
+    /// The record, given this entry's decoded header.
+    pub fn record_of(&self, header: &Header) -> Record {
         Record {
             version: Version {
                 hlc_ms: header.hlc_ms,
@@ -418,7 +426,7 @@ impl Entry {
                 writer: writers().name(header.writer),
             },
             kind: header.kind,
-            value: self.value_bytes_of(&header),
+            value: self.value_bytes_of(header),
             expires_at_ms: header.expires_at_ms,
         }
     }
@@ -519,40 +527,73 @@ impl Borrow<str> for Entry {
 
 /// Writer names by number. Versions name their writer (a node id); there is
 /// one per node that ever wrote, so entries store a small number instead of
-/// a pointer to the name. Process-wide and append-only.
+/// a pointer to the name. Process-wide and append-only, at most
+/// [`MAX_WRITERS`]; reading a name takes no lock.
 struct Writers {
-    names: RwLock<Vec<Arc<str>>>,
+    /// `CHUNK` names per chunk, allocated as needed.
+    chunks: [OnceLock<Box<Chunk>>; CHUNK],
+    /// Names in number order, for interning.
+    names: Mutex<Vec<Arc<str>>>,
 }
 
+const CHUNK: usize = 256;
+/// One chunk of writer names.
+type Chunk = [OnceLock<Arc<str>>; CHUNK];
+/// Most writers one process can know: far more nodes than a data set will
+/// ever have been written by.
+const MAX_WRITERS: usize = CHUNK * CHUNK;
+
 fn writers() -> &'static Writers {
-    static WRITERS: OnceLock<Writers> = OnceLock::new();
-    WRITERS.get_or_init(|| Writers {
-        names: RwLock::new(Vec::new()),
-    })
+    static WRITERS: Writers = Writers {
+        chunks: [const { OnceLock::new() }; CHUNK],
+        names: Mutex::new(Vec::new()),
+    };
+    &WRITERS
 }
 
 impl Writers {
-    fn find(names: &[Arc<str>], name: &Arc<str>) -> Option<u32> {
-        names
-            .iter()
-            .position(|known| Arc::ptr_eq(known, name) || known == name)
-            .map(|index| index as u32)
-    }
-
+    /// The number of `name`, given one if it has none yet. A thread
+    /// remembers the last name it interned (a node's writes all carry the
+    /// same one), so the common case takes no lock.
     fn intern(&self, name: &Arc<str>) -> u32 {
-        if let Some(index) = Self::find(&self.names.read(), name) {
+        thread_local! {
+            static LAST: std::cell::RefCell<Option<(Arc<str>, u32)>> = const { std::cell::RefCell::new(None) };
+        }
+        if let Some(index) = LAST.with(|last| {
+            last.borrow()
+                .as_ref()
+                .filter(|(known, _)| Arc::ptr_eq(known, name) || known == name)
+                .map(|(_, index)| *index)
+        }) {
             return index;
         }
-        let mut names = self.names.write();
-        if let Some(index) = Self::find(&names, name) {
-            return index;
-        }
-        names.push(name.clone());
-        u32::try_from(names.len() - 1).expect("fewer than 2^32 writers")
+        let index = {
+            let mut names = self.names.lock();
+            match names.iter().position(|known| known == name) {
+                Some(index) => index,
+                None => {
+                    let index = names.len();
+                    assert!(index < MAX_WRITERS, "more than {MAX_WRITERS} writers");
+                    let chunk = self.chunks[index / CHUNK]
+                        .get_or_init(|| Box::new([const { OnceLock::new() }; CHUNK]));
+                    let _ = chunk[index % CHUNK].set(name.clone());
+                    names.push(name.clone());
+                    index
+                }
+            }
+        } as u32;
+        LAST.with(|last| *last.borrow_mut() = Some((name.clone(), index)));
+        index
     }
 
+    /// The name of writer `index` (one `intern` gave out).
     fn name(&self, index: u32) -> Arc<str> {
-        self.names.read()[index as usize].clone()
+        let index = index as usize;
+        self.chunks[index / CHUNK]
+            .get()
+            .and_then(|chunk| chunk[index % CHUNK].get())
+            .expect("writer numbers come from intern")
+            .clone()
     }
 }
 
@@ -633,9 +674,9 @@ mod tests {
             "key:999999",
             &Record::live(version(now, 3, "w"), Bytes::from(vec![7u8; 100]), None),
         );
-        // count 4, flags 1, hlc_ms 6, four one-byte varints.
-        assert_eq!(entry.header_bytes(), 15);
-        assert_eq!(entry.heap_bytes(), 15 + 10 + 100);
+        // count 4, key length 2, flags 1, hlc_ms 6, three one-byte varints.
+        assert_eq!(entry.header_bytes(), 16);
+        assert_eq!(entry.heap_bytes(), 16 + 10 + 100);
         assert_eq!(size_of::<Entry>(), 8);
         assert_eq!(size_of::<Option<Entry>>(), 8);
     }
@@ -649,7 +690,11 @@ mod tests {
                 Bytes::from(vec![1u8; 70_000]),
                 Some(u64::MAX - 1),
             ),
-            Record::live(version(5, 300, "w"), Bytes::from(vec![2u8; 200]), Some(1 << 47)),
+            Record::live(
+                version(5, 300, "w"),
+                Bytes::from(vec![2u8; 200]),
+                Some(1 << 47),
+            ),
         ];
         for record in records {
             let entry = Entry::new(&long_key, &record);

@@ -9,7 +9,6 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use tokio::sync::Notify;
 
-use super::entry::Entry;
 use super::error::BacklogFull;
 use super::flush::Persistence;
 use super::partition::{ApplyOutcome, Partition, PartitionSnapshot};
@@ -177,10 +176,12 @@ impl FragmentState {
     pub(crate) fn get(&self, table: &TableName, key: &str, now_ms: u64) -> Option<Record> {
         let partition = self.partition(table)?;
         let partition = partition.read();
-        partition
-            .get(key)
-            .filter(|entry| entry.is_visible_at(now_ms))
-            .map(Entry::record)
+        partition.get(key).and_then(|entry| {
+            let header = entry.header();
+            header
+                .is_visible_at(now_ms)
+                .then(|| entry.record_of(&header))
+        })
     }
 
     /// A consistent view of `table`'s partition at `now_ms`, if it exists.

@@ -161,6 +161,13 @@ pub trait KvStore: Send + Sync + 'static {
     /// Make everything written so far durable (fsync the log).
     fn sync(&self) -> Result<(), StoreError>;
 
+    /// Move what the write-ahead log holds into table files, so the next
+    /// open reads them instead of replaying the log (a clean shutdown calls
+    /// it). A store without a log does nothing.
+    fn flush_log(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Apply `writes` (to any families but `records`) as one atomic write,
     /// in order. With `sync` the call returns after an fsync.
     fn write_entries(&self, writes: &[FamilyWrite], sync: bool) -> Result<(), StoreError>;

@@ -196,6 +196,13 @@ impl KvStore for RocksStore {
         self.db.flush_wal(true).map_err(engine)
     }
 
+    fn flush_log(&self) -> Result<(), StoreError> {
+        for name in FAMILIES {
+            self.db.flush_cf(self.family(name)?).map_err(engine)?;
+        }
+        Ok(())
+    }
+
     fn write_entries(&self, writes: &[FamilyWrite], sync: bool) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
         for write in writes {
