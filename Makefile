@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-isolation bench-memory bench-boot build plugins lint fmt prereqs clean-data
+.PHONY: run example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -81,6 +81,10 @@ bench-memory: prereqs
 # Boot time of `ebb serve` on 1 M records (EBB_BENCH_RECORDS=1000000,10000000).
 bench-boot: prereqs
 	$(CARGO) bench --workspace --bench boot
+
+# What a purge gives back: tombstones, RSS and SST bytes after 300 k records expire.
+bench-purge: build
+	./scripts/measure-purge.sh $(TARGET_DIR)/release/ebb 300000
 
 lint: prereqs
 	$(CARGO) fmt --all -- --check

@@ -9,7 +9,12 @@ records=${2:-300000}
 port=7991
 dir=$(mktemp -d)
 work=$(mktemp -d)
-trap 'kill $pid 2>/dev/null || true; rm -rf "$dir" "$work"' EXIT
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$dir" "$work"
+}
+trap cleanup EXIT
 "$ebb" serve --listen 127.0.0.1:$port --data-dir "$dir/data" --tombstone-retention 1s >"$work/log" 2>&1 &
 pid=$!
 until curl -sf http://127.0.0.1:$port/health >/dev/null; do sleep 0.2; done
