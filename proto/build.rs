@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ebb/query/v1/query.proto",
         "proto/ebb/plugin/v1/plugin.proto",
         "proto/ebb/expiry/v1/expiry.proto",
+        "proto/ebb/raft/v1/raft.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

@@ -27,6 +27,7 @@ pub mod names;
 pub(crate) mod native;
 pub mod node;
 pub mod plugin;
+pub mod raft;
 pub(crate) mod record;
 pub mod store;
 pub mod write;

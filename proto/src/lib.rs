@@ -3,7 +3,8 @@
 //! `record::v1` is the persisted record envelope (its field numbers are part
 //! of the on-disk format); `query::v1` is the SQL page protocol and the
 //! cursor format; `plugin::v1` is the WASM plugin ABI; `expiry::v1` is an
-//! expiry event at rest (outbox and dead letters). Field numbers never change
+//! expiry event at rest (outbox and dead letters); `raft::v1` is a Raft
+//! group's log and vote at rest. Field numbers never change
 //! meaning. `wire` reads and writes the ABI's per-row messages by hand for
 //! the hot path of plugin calls.
 
@@ -36,6 +37,14 @@ pub mod expiry {
     /// Version 1 of the stored expiry event.
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/ebb.expiry.v1.rs"));
+    }
+}
+
+/// Raft state at rest: log entries, votes, log markers (`ebb.raft.v1`).
+pub mod raft {
+    /// Version 1 of the Raft log format.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/ebb.raft.v1.rs"));
     }
 }
 

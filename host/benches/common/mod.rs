@@ -1,4 +1,4 @@
-//! Data loading and timing shared by the SQLite comparison benches.
+//! Data loading, timing and machine load shared by the benches.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -122,4 +122,14 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`): other work on
+/// the machine skews the timings.
+pub fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -186,16 +186,6 @@ fn boot(dir: &Path, n: u64) -> Boot {
     }
 }
 
-/// The 1, 5 and 15 minute load averages (`/proc/loadavg`): other work on
-/// the machine skews the timings.
-fn load_average() -> String {
-    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    text.split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// One size's results.
 struct Row {
     records: u64,
@@ -213,7 +203,7 @@ fn main() {
     if !common::benchmarking("make bench-boot") {
         return;
     }
-    println!("load average at start: {}", load_average());
+    println!("load average at start: {}", common::load_average());
     let sizes: Vec<u64> = std::env::var("EBB_BENCH_RECORDS")
         .unwrap_or_else(|_| "1000000".into())
         .split(',')
@@ -226,6 +216,8 @@ fn main() {
     let parent = std::env::var("EBB_BENCH_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir());
+    std::fs::create_dir_all(&parent)
+        .unwrap_or_else(|e| panic!("EBB_BENCH_DIR {}: {e}", parent.display()));
     let mut rows = Vec::new();
     for n in sizes {
         let dir = tempfile::tempdir_in(&parent).unwrap();
@@ -269,7 +261,7 @@ fn main() {
         });
         drop(dir);
     }
-    let machine_load = load_average();
+    let machine_load = common::load_average();
     let cores = thread::available_parallelism().map_or(0, |c| c.get());
     println!(
         "\n`ebb serve` from spawn until it answers /health, median of {BOOTS} boots, {cores} cores, load average {machine_load}\n"

@@ -468,27 +468,17 @@ fn measure_redis(n: u64) -> Option<(Measured, String)> {
 
 // ---------------------------------------------------------------- report
 
-/// The 1, 5 and 15 minute load averages (`/proc/loadavg`): other work on
-/// the machine skews the timings.
-fn load_average() -> String {
-    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    text.split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn main() {
     if !common::benchmarking("make bench-memory") {
         return;
     }
-    println!("load average at start: {}", load_average());
+    println!("load average at start: {}", common::load_average());
     let n: u64 = common::env_or("EBB_BENCH_RECORDS", 1_000_000);
     assert!(n > 0, "EBB_BENCH_RECORDS must be positive");
     let (ebb, gauges) = measure_ebb(n);
     let redis = measure_redis(n);
 
-    let machine_load = load_average();
+    let machine_load = common::load_average();
     let cores = thread::available_parallelism().map_or(0, |c| c.get());
     println!(
         "\n{n} records: key `key:0`..`key:{}` (up to {} bytes), {VALUE_BYTES}-byte value, no TTL.",

@@ -126,6 +126,18 @@ impl Partition {
         ApplyOutcome::Applied { previous }
     }
 
+    /// Add a record read from the store at boot. The store holds one record
+    /// per key, so there is nothing to merge with and no lookup before the
+    /// insert; a key loaded twice keeps the later record.
+    pub fn load(&mut self, key: &str, record: &Record) {
+        let entry = Entry::new(key, record);
+        self.index(&entry);
+        if let Some(previous) = self.records.insert(entry) {
+            self.unindex(&previous);
+        }
+        self.revision += 1;
+    }
+
     /// Count `entry` and add it to the side indexes.
     fn index(&mut self, entry: &Entry) {
         self.bytes += footprint(entry);

@@ -70,7 +70,7 @@ pub(crate) fn load_fragment(
         } else {
             record
         };
-        partitions.entry(table).or_default().apply(&key, &record);
+        partitions.entry(table).or_default().load(&key, &record);
         Ok(())
     })?;
     let converted_count = converted.records.len();

@@ -26,8 +26,13 @@ pub(crate) fn encode_record_key(fragment: FragmentId, table: &TableName, key: &s
     out
 }
 
-/// Decode a storage key produced by [`encode_record_key`].
-fn decode_record_key(raw: &[u8]) -> Result<(FragmentId, TableName, Arc<str>), StoreError> {
+/// Decode a storage key produced by [`encode_record_key`]. `last_table` is
+/// the table of the key decoded before: records of one table are
+/// contiguous, so a scan checks and allocates each table name once.
+fn decode_record_key(
+    raw: &[u8],
+    last_table: &mut Option<TableName>,
+) -> Result<(FragmentId, TableName, Arc<str>), StoreError> {
     let corrupt = |reason: &str| StoreError::Corrupt {
         key: String::from_utf8_lossy(raw).into_owned(),
         reason: reason.to_string(),
@@ -41,20 +46,30 @@ fn decode_record_key(raw: &[u8]) -> Result<(FragmentId, TableName, Arc<str>), St
     if rest.len() < table_len {
         return Err(corrupt("record key shorter than its table name"));
     }
-    let table = std::str::from_utf8(&rest[..table_len])
-        .map_err(|_| corrupt("table name is not UTF-8"))
-        .and_then(|name| TableName::system(name).map_err(|e| corrupt(&e.to_string())))?;
+    let raw_table = &rest[..table_len];
+    let table = match last_table {
+        Some(last) if last.as_str().as_bytes() == raw_table => last.clone(),
+        _ => {
+            let table = std::str::from_utf8(raw_table)
+                .map_err(|_| corrupt("table name is not UTF-8"))
+                .and_then(|name| TableName::system(name).map_err(|e| corrupt(&e.to_string())))?;
+            *last_table = Some(table.clone());
+            table
+        }
+    };
     let key = std::str::from_utf8(&rest[table_len..]).map_err(|_| corrupt("key is not UTF-8"))?;
     Ok((fragment, table, Arc::from(key)))
 }
 
-/// Decode one `records` entry; `intern` shares writer strings between records.
+/// Decode one `records` entry; `intern` shares writer strings between
+/// records, `last_table` table names (see [`decode_record_key`]).
 pub(crate) fn decode_stored(
     raw_key: &[u8],
     raw_value: &[u8],
+    last_table: &mut Option<TableName>,
     intern: impl FnOnce(String) -> Arc<str>,
 ) -> Result<StoredRecord, StoreError> {
-    let (fragment, table, key) = decode_record_key(raw_key)?;
+    let (fragment, table, key) = decode_record_key(raw_key, last_table)?;
     let record = Record::decode(raw_value, intern).map_err(|e| StoreError::Corrupt {
         key: String::from_utf8_lossy(raw_key).into_owned(),
         reason: e.to_string(),
@@ -76,11 +91,21 @@ mod tests {
         let users = TableName::new("users").unwrap();
         let raw = encode_record_key(3, &users, "k\0ey:é");
         assert!(raw.starts_with(&fragment_prefix(3)));
-        let (fragment, table, key) = decode_record_key(&raw).unwrap();
+        let mut last = None;
+        let (fragment, table, key) = decode_record_key(&raw, &mut last).unwrap();
         assert_eq!((fragment, table.as_str(), &*key), (3, "users", "k\0ey:é"));
+        // The next key of another table is not given the cached name.
+        let (_, other, _) = decode_record_key(
+            &encode_record_key(3, &TableName::new("user").unwrap(), "k"),
+            &mut last,
+        )
+        .unwrap();
+        assert_eq!(other.as_str(), "user");
+        let (_, again, _) = decode_record_key(&raw, &mut last).unwrap();
+        assert_eq!(again.as_str(), "users");
         let a = encode_record_key(3, &TableName::new("a").unwrap(), "zzz");
         let b = encode_record_key(3, &TableName::new("b").unwrap(), "a");
         assert!(a < b, "records of one table are contiguous");
-        assert!(decode_record_key(&[0, 1, 9, b'a']).is_err());
+        assert!(decode_record_key(&[0, 1, 9, b'a'], &mut None).is_err());
     }
 }

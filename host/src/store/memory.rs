@@ -7,7 +7,8 @@ use parking_lot::{Condvar, Mutex};
 
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
 use super::{
-    EntryVisitor, Family, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError, StoredRecord,
+    EntryVisitor, Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError,
+    StoredRecord,
 };
 
 /// An entry of a non-record family: `(family, key)`.
@@ -104,7 +105,12 @@ impl KvStore for MemoryStore {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (raw_key, raw_value) in entries {
-            visit(decode_stored(&raw_key, &raw_value, std::sync::Arc::from)?)?;
+            visit(decode_stored(
+                &raw_key,
+                &raw_value,
+                &mut None,
+                std::sync::Arc::from,
+            )?)?;
         }
         Ok(())
     }
@@ -177,6 +183,15 @@ impl KvStore for MemoryStore {
                 FamilyWrite::Delete(family, key) => {
                     families.remove(&(*family as u8, key.clone()));
                 }
+                FamilyWrite::DeleteRange(family, from, to) => {
+                    let doomed: Vec<FamilyKey> = families
+                        .range((*family as u8, from.clone())..(*family as u8, to.clone()))
+                        .map(|(key, _)| key.clone())
+                        .collect();
+                    for key in doomed {
+                        families.remove(&key);
+                    }
+                }
             }
         }
         self.count_fsync(sync);
@@ -200,5 +215,52 @@ impl KvStore for MemoryStore {
             visit(&key, &value)?;
         }
         Ok(())
+    }
+
+    fn read_entry(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .families
+            .lock()
+            .get(&(family as u8, key.to_vec()))
+            .cloned())
+    }
+
+    fn scan_range(
+        &self,
+        family: Family,
+        from: &[u8],
+        to: &[u8],
+        visit: &mut EntryVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        if from >= to {
+            return Ok(());
+        }
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = self
+            .families
+            .lock()
+            .range((family as u8, from.to_vec())..(family as u8, to.to_vec()))
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, value) in entries {
+            visit(&key, &value)?;
+        }
+        Ok(())
+    }
+
+    fn last_in_range(
+        &self,
+        family: Family,
+        from: &[u8],
+        to: &[u8],
+    ) -> Result<Option<FamilyEntry>, StoreError> {
+        if from >= to {
+            return Ok(None);
+        }
+        Ok(self
+            .families
+            .lock()
+            .range((family as u8, from.to_vec())..(family as u8, to.to_vec()))
+            .next_back()
+            .map(|((_, k), v)| (k.clone(), v.clone())))
     }
 }

@@ -110,6 +110,10 @@ pub enum Family {
     DeadLetters,
     /// Node settings and bindings (the family `read_meta` reads).
     Meta,
+    /// Raft log entries of every group on the node.
+    RaftLog,
+    /// Each Raft group's vote and log markers.
+    RaftState,
 }
 
 /// One write to a non-record family.
@@ -119,7 +123,12 @@ pub enum FamilyWrite {
     Put(Family, Vec<u8>, Vec<u8>),
     /// Delete `key` from the family.
     Delete(Family, Vec<u8>),
+    /// Delete every key of the family in `[from, to)`.
+    DeleteRange(Family, Vec<u8>, Vec<u8>),
 }
+
+/// One `(key, value)` entry of a family.
+pub type FamilyEntry = (Vec<u8>, Vec<u8>);
 
 /// Visits one `(key, value)` entry of a family; an error stops the scan.
 pub type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError> + 'a;
@@ -205,6 +214,43 @@ pub trait KvStore: Send + Sync + 'static {
         prefix: &[u8],
         visit: &mut EntryVisitor<'_>,
     ) -> Result<(), StoreError>;
+
+    /// Read one entry of `family`. Stores without random access to the
+    /// families (test doubles) answer [`StoreError::Unsupported`], as they
+    /// do for the two range reads below; the Raft log store needs all three.
+    fn read_entry(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let _ = (family, key);
+        Err(StoreError::Unsupported {
+            operation: "reading one entry",
+        })
+    }
+
+    /// Visit the entries of `family` with keys in `[from, to)`, in key order.
+    fn scan_range(
+        &self,
+        family: Family,
+        from: &[u8],
+        to: &[u8],
+        visit: &mut EntryVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let _ = (family, from, to, visit);
+        Err(StoreError::Unsupported {
+            operation: "range scans",
+        })
+    }
+
+    /// The entry of `family` with the greatest key in `[from, to)`.
+    fn last_in_range(
+        &self,
+        family: Family,
+        from: &[u8],
+        to: &[u8],
+    ) -> Result<Option<FamilyEntry>, StoreError> {
+        let _ = (family, from, to);
+        Err(StoreError::Unsupported {
+            operation: "range scans",
+        })
+    }
 
     /// Write a consistent copy of everything written so far (every family)
     /// into `dir`, which must not exist (it is created; its parent must).

@@ -10,8 +10,8 @@ use rocksdb::{
 
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
 use super::{
-    EntryVisitor, Family, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError, StoreStats,
-    StoredRecord,
+    EntryVisitor, Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError,
+    StoreStats, StoredRecord,
 };
 
 /// Records: `(fragment, table, key) -> Record envelope`.
@@ -24,6 +24,10 @@ const CF_EXPIRY_OUTBOX: &str = "expiry_outbox";
 const CF_DEAD_LETTERS: &str = "dead_letters";
 /// Format version, fragment count, node id, clock high-water mark, cursor key.
 const CF_META: &str = "meta";
+/// Raft log entries, keyed `group (u32 BE) · index (u64 BE)`.
+const CF_RAFT_LOG: &str = "raft_log";
+/// Raft votes and log markers, keyed `group (u32 BE) · tag`.
+const CF_RAFT_STATE: &str = "raft_state";
 
 /// Block cache shared by every family. Records are read from the store only
 /// at boot (with the cache bypassed), so the cache serves the small families
@@ -44,12 +48,14 @@ const DELETE_TRIGGER: usize = 2_000;
 const DELETE_WINDOW: usize = 10_000;
 const DELETE_RATIO: f64 = 0.3;
 
-const FAMILIES: [&str; 5] = [
+const FAMILIES: [&str; 7] = [
     CF_RECORDS,
     CF_PLUGINS,
     CF_EXPIRY_OUTBOX,
     CF_DEAD_LETTERS,
     CF_META,
+    CF_RAFT_LOG,
+    CF_RAFT_STATE,
 ];
 
 /// A RocksDB database in one directory. Dropping it closes the database.
@@ -116,6 +122,7 @@ impl KvStore for RocksStore {
         let records = self.family(CF_RECORDS)?;
         let prefix = fragment_prefix(fragment);
         let mut writers: Vec<Arc<str>> = Vec::new();
+        let mut last_table = None;
         // One pass over every record: reading ahead helps, caching blocks
         // that will not be read again does not.
         let mut read = ReadOptions::default();
@@ -131,16 +138,19 @@ impl KvStore for RocksStore {
                 break;
             }
             // Writers repeat across records: share one allocation per writer.
-            let stored = decode_stored(&raw_key, &raw_value, |writer| {
-                match writers.iter().find(|w| ***w == *writer) {
+            let stored = decode_stored(
+                &raw_key,
+                &raw_value,
+                &mut last_table,
+                |writer| match writers.iter().find(|w| ***w == *writer) {
                     Some(shared) => shared.clone(),
                     None => {
                         let shared: Arc<str> = Arc::from(writer);
                         writers.push(shared.clone());
                         shared
                     }
-                }
-            })?;
+                },
+            )?;
             visit(stored)?;
         }
         Ok(())
@@ -213,6 +223,9 @@ impl KvStore for RocksStore {
                 FamilyWrite::Delete(family, key) => {
                     batch.delete_cf(self.family(family_name(*family))?, key)
                 }
+                FamilyWrite::DeleteRange(family, from, to) => {
+                    batch.delete_range_cf(self.family(family_name(*family))?, from, to)
+                }
             }
         }
         let mut options = WriteOptions::default();
@@ -259,6 +272,56 @@ impl KvStore for RocksStore {
         Ok(())
     }
 
+    fn read_entry(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.db
+            .get_cf(self.family(family_name(family))?, key)
+            .map_err(engine)
+    }
+
+    fn scan_range(
+        &self,
+        family: Family,
+        from: &[u8],
+        to: &[u8],
+        visit: &mut EntryVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        if from >= to {
+            return Ok(());
+        }
+        let cf = self.family(family_name(family))?;
+        let mut read = ReadOptions::default();
+        read.set_iterate_upper_bound(to.to_vec());
+        for entry in self
+            .db
+            .iterator_cf_opt(cf, read, IteratorMode::From(from, Direction::Forward))
+        {
+            let (key, value) = entry.map_err(engine)?;
+            visit(&key, &value)?;
+        }
+        Ok(())
+    }
+
+    fn last_in_range(
+        &self,
+        family: Family,
+        from: &[u8],
+        to: &[u8],
+    ) -> Result<Option<FamilyEntry>, StoreError> {
+        if from >= to {
+            return Ok(None);
+        }
+        let cf = self.family(family_name(family))?;
+        let mut read = ReadOptions::default();
+        read.set_iterate_lower_bound(from.to_vec());
+        read.set_iterate_upper_bound(to.to_vec());
+        let mut iter = self.db.raw_iterator_cf_opt(cf, read);
+        iter.seek_to_last();
+        match (iter.key(), iter.value()) {
+            (Some(key), Some(value)) => Ok(Some((key.to_vec(), value.to_vec()))),
+            _ => iter.status().map(|()| None).map_err(engine),
+        }
+    }
+
     /// A RocksDB checkpoint: memtables are flushed, table files hard-linked
     /// (copied across filesystems) and the manifest written anew, so the
     /// copy is a point in time of every column family.
@@ -279,5 +342,7 @@ fn family_name(family: Family) -> &'static str {
         Family::ExpiryOutbox => CF_EXPIRY_OUTBOX,
         Family::DeadLetters => CF_DEAD_LETTERS,
         Family::Meta => CF_META,
+        Family::RaftLog => CF_RAFT_LOG,
+        Family::RaftState => CF_RAFT_STATE,
     }
 }

@@ -1,0 +1,121 @@
+//! The one thread that writes every Raft group's log and vote: requests
+//! queued while a write runs share the next one (group commit across
+//! groups), fsynced when any of them asks for it.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use openraft::storage::IOFlushed;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use super::types::TypeConfig;
+use crate::store::{FamilyWrite, KvStore, StoreError};
+
+/// Most requests merged into one store write; more wait for the next.
+const MAX_MERGED: usize = 256;
+
+/// One request: writes applied in order and atomically with the others of
+/// the same store write.
+struct Job {
+    writes: Vec<FamilyWrite>,
+    sync: bool,
+    /// Answered once the write is in the store (readable; in the WAL).
+    written: oneshot::Sender<Result<(), StoreError>>,
+    /// Told once the write is as durable as `sync` asked.
+    flushed: Option<IOFlushed<TypeConfig>>,
+}
+
+/// Handle to the writer thread; clones share it. The thread ends after
+/// [`LogWriter::close`], or when the last handle is dropped, once the
+/// requests already queued are written.
+#[derive(Clone)]
+pub struct LogWriter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// `None` once closed.
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl LogWriter {
+    /// Start the writer thread over `store`.
+    pub fn start(store: Arc<dyn KvStore>) -> Result<Self, std::io::Error> {
+        let (jobs, queue) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("ebb-raft-log".into())
+            .spawn(move || run(store.as_ref(), queue))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                jobs: Mutex::new(Some(jobs)),
+                thread: Mutex::new(Some(thread)),
+            }),
+        })
+    }
+
+    /// Stop taking writes, write the ones already queued and end the thread,
+    /// which drops its handle on the store (so the store can be closed and
+    /// reopened). Later writes fail with [`StoreError::Closed`]. Blocking.
+    pub fn close(&self) {
+        drop(self.inner.jobs.lock().take());
+        if let Some(thread) = self.inner.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+
+    /// Write `writes` atomically, in order after every request submitted
+    /// before. Returns once they are in the store; `flushed` (if any) is told
+    /// once they are durable: fsynced with `sync`, else in the WAL.
+    pub(crate) async fn write(
+        &self,
+        writes: Vec<FamilyWrite>,
+        sync: bool,
+        flushed: Option<IOFlushed<TypeConfig>>,
+    ) -> Result<(), StoreError> {
+        let (written, done) = oneshot::channel();
+        let job = Job {
+            writes,
+            sync,
+            written,
+            flushed,
+        };
+        let sent = match self.inner.jobs.lock().as_ref() {
+            Some(jobs) => jobs.send(job),
+            None => Err(mpsc::SendError(job)),
+        };
+        if let Err(mpsc::SendError(job)) = sent {
+            if let Some(flushed) = job.flushed {
+                flushed.io_completed(Err(std::io::Error::other(StoreError::Closed)));
+            }
+            return Err(StoreError::Closed);
+        }
+        done.await.unwrap_or(Err(StoreError::Closed))
+    }
+}
+
+fn run(store: &dyn KvStore, queue: mpsc::Receiver<Job>) {
+    while let Ok(first) = queue.recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < MAX_MERGED {
+            match queue.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let sync = jobs.iter().any(|job| job.sync);
+        let writes: Vec<FamilyWrite> = jobs
+            .iter_mut()
+            .flat_map(|job| std::mem::take(&mut job.writes))
+            .collect();
+        let result = store.write_entries(&writes, sync);
+        for job in jobs {
+            if let Some(flushed) = job.flushed {
+                flushed.io_completed(result.clone().map_err(std::io::Error::other));
+            }
+            let _ = job.written.send(result.clone());
+        }
+    }
+}
