@@ -46,9 +46,6 @@ const NARROW_TIME_LIMIT: u64 = 1 << 48;
 const KIND_MASK: u8 = 0b11;
 const HAS_DEADLINE: u8 = 0b100;
 const WIDE_TIMES: u8 = 0b1000;
-/// Values up to this long are copied out of a block when read (one small
-/// allocation, no reference to the block); longer ones are shared with it.
-const COPY_VALUES_UP_TO: usize = 256;
 /// A reference count past this aborts (as `std::sync::Arc` does): a count
 /// that large means references leak.
 const MAX_REFS: u32 = u32::MAX / 2;
@@ -345,12 +342,12 @@ impl Entry {
         self.value_bytes_of(&self.header())
     }
 
-    /// The value as [`Bytes`], given this entry's decoded header: a copy
-    /// when it is short (cheaper than sharing), otherwise shared.
+    /// The value as [`Bytes`] that share the block, given this entry's
+    /// decoded header. Sharing never reads the value: a copy would, and a
+    /// point read of a record not in the cache then pays for the value's
+    /// cache lines whether or not the caller looks at them
+    /// (BENCHMARKS.md, "Scans and point reads").
     pub fn value_bytes_of(&self, header: &Header) -> Bytes {
-        if header.value_len <= COPY_VALUES_UP_TO {
-            return Bytes::copy_from_slice(self.bytes(header.value_start, header.value_len));
-        }
         Bytes::from_owner(ValueOf {
             entry: self.clone(),
             start: header.value_start,
