@@ -116,6 +116,21 @@ impl Partition {
         {
             return ApplyOutcome::Superseded;
         }
+        ApplyOutcome::Applied {
+            previous: self.insert(key, record),
+        }
+    }
+
+    /// Add a record read from the store at boot. The store holds one record
+    /// per key, so there is nothing to merge with and no lookup before the
+    /// insert; a key loaded twice keeps the later record.
+    pub fn load(&mut self, key: &str, record: &Record) {
+        self.insert(key, record);
+    }
+
+    /// Put `record` in the index in place of whatever `key` held (returned),
+    /// keeping the side indexes and counts in step; a winning mutation.
+    fn insert(&mut self, key: &str, record: &Record) -> Option<Entry> {
         let entry = Entry::new(key, record);
         self.index(&entry);
         let previous = self.records.insert(entry);
@@ -123,19 +138,7 @@ impl Partition {
             self.unindex(previous);
         }
         self.revision += 1;
-        ApplyOutcome::Applied { previous }
-    }
-
-    /// Add a record read from the store at boot. The store holds one record
-    /// per key, so there is nothing to merge with and no lookup before the
-    /// insert; a key loaded twice keeps the later record.
-    pub fn load(&mut self, key: &str, record: &Record) {
-        let entry = Entry::new(key, record);
-        self.index(&entry);
-        if let Some(previous) = self.records.insert(entry) {
-            self.unindex(&previous);
-        }
-        self.revision += 1;
+        previous
     }
 
     /// Count `entry` and add it to the side indexes.

@@ -28,8 +28,10 @@ struct Job {
 }
 
 /// Handle to the writer thread; clones share it. The thread ends after
-/// [`LogWriter::close`], or when the last handle is dropped, once the
-/// requests already queued are written.
+/// [`LogWriter::close`] or when the last handle is dropped: both write the
+/// requests already queued and wait for the thread to end, so the store it
+/// holds is released by the time they return (a RocksDB database still
+/// closing on a detached thread while the process exits aborts it).
 #[derive(Clone)]
 pub struct LogWriter {
     inner: Arc<Inner>,
@@ -60,10 +62,7 @@ impl LogWriter {
     /// which drops its handle on the store (so the store can be closed and
     /// reopened). Later writes fail with [`StoreError::Closed`]. Blocking.
     pub fn close(&self) {
-        drop(self.inner.jobs.lock().take());
-        if let Some(thread) = self.inner.thread.lock().take() {
-            let _ = thread.join();
-        }
+        self.inner.close();
     }
 
     /// Write `writes` atomically, in order after every request submitted
@@ -93,6 +92,21 @@ impl LogWriter {
             return Err(StoreError::Closed);
         }
         done.await.unwrap_or(Err(StoreError::Closed))
+    }
+}
+
+impl Inner {
+    fn close(&self) {
+        drop(self.jobs.lock().take());
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

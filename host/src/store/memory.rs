@@ -8,7 +8,7 @@ use parking_lot::{Condvar, Mutex};
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
 use super::{
     EntryVisitor, Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError,
-    StoredRecord,
+    StoredRecord, prefix_end,
 };
 
 /// An entry of a non-record family: `(family, key)`.
@@ -33,6 +33,28 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
+    /// Visit the entries of `family` from `from` up to `to` (exclusive;
+    /// `None`: the family's end), in key order, outside the lock.
+    fn scan_between(
+        &self,
+        family: Family,
+        from: &[u8],
+        to: Option<&[u8]>,
+        visit: &mut EntryVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let entries: Vec<FamilyEntry> = self
+            .families
+            .lock()
+            .range((family as u8, from.to_vec())..)
+            .take_while(|((f, k), _)| *f == family as u8 && to.is_none_or(|to| k.as_slice() < to))
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, value) in entries {
+            visit(&key, &value)?;
+        }
+        Ok(())
+    }
+
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -204,17 +226,7 @@ impl KvStore for MemoryStore {
         prefix: &[u8],
         visit: &mut EntryVisitor<'_>,
     ) -> Result<(), StoreError> {
-        let entries: Vec<(Vec<u8>, Vec<u8>)> = self
-            .families
-            .lock()
-            .range((family as u8, prefix.to_vec())..)
-            .take_while(|((f, k), _)| *f == family as u8 && k.starts_with(prefix))
-            .map(|((_, k), v)| (k.clone(), v.clone()))
-            .collect();
-        for (key, value) in entries {
-            visit(&key, &value)?;
-        }
-        Ok(())
+        self.scan_between(family, prefix, prefix_end(prefix).as_deref(), visit)
     }
 
     fn read_entry(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
@@ -235,16 +247,7 @@ impl KvStore for MemoryStore {
         if from >= to {
             return Ok(());
         }
-        let entries: Vec<(Vec<u8>, Vec<u8>)> = self
-            .families
-            .lock()
-            .range((family as u8, from.to_vec())..(family as u8, to.to_vec()))
-            .map(|((_, k), v)| (k.clone(), v.clone()))
-            .collect();
-        for (key, value) in entries {
-            visit(&key, &value)?;
-        }
-        Ok(())
+        self.scan_between(family, from, Some(to), visit)
     }
 
     fn last_in_range(

@@ -127,6 +127,15 @@ pub enum FamilyWrite {
     DeleteRange(Family, Vec<u8>, Vec<u8>),
 }
 
+/// The first key past every key that starts with `prefix`, or `None` when
+/// no such key exists (an empty prefix, or one of `0xff` bytes only).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut end = prefix[..=last].to_vec();
+    end[last] += 1;
+    Some(end)
+}
+
 /// One `(key, value)` entry of a family.
 pub type FamilyEntry = (Vec<u8>, Vec<u8>);
 
@@ -264,5 +273,53 @@ pub trait KvStore: Send + Sync + 'static {
         Err(StoreError::Unsupported {
             operation: "checkpoints",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_ends_at_its_successor_and_all_ff_prefixes_never_end() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(b"a\xff\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+        assert_eq!(prefix_end(b""), None);
+    }
+
+    #[test]
+    fn both_stores_scan_a_prefix_and_a_range_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let rocks: Arc<dyn KvStore> = RocksStore::open(dir.path()).unwrap();
+        let memory: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
+        let keys: [&[u8]; 6] = [b"a", b"b\x00", b"b\xff", b"b\xff\xff", b"c", b"\xff\xff"];
+        for store in [&rocks, &memory] {
+            let writes: Vec<FamilyWrite> = keys
+                .iter()
+                .map(|k| FamilyWrite::Put(Family::RaftLog, k.to_vec(), k.to_vec()))
+                .collect();
+            store.write_entries(&writes, false).unwrap();
+            let seen = |scan: &dyn Fn(&mut EntryVisitor<'_>) -> Result<(), StoreError>| {
+                let mut keys = Vec::new();
+                scan(&mut |key, _| {
+                    keys.push(key.to_vec());
+                    Ok(())
+                })
+                .unwrap();
+                keys
+            };
+            let prefixed = seen(&|v| store.scan_family(Family::RaftLog, b"b", v));
+            assert_eq!(prefixed, [&b"b\x00"[..], b"b\xff", b"b\xff\xff"]);
+            let ff = seen(&|v| store.scan_family(Family::RaftLog, b"\xff", v));
+            assert_eq!(ff, [&b"\xff\xff"[..]]);
+            let ranged = seen(&|v| store.scan_range(Family::RaftLog, b"a\x00", b"c", v));
+            assert_eq!(ranged, [&b"b\x00"[..], b"b\xff", b"b\xff\xff"]);
+            assert_eq!(
+                store.last_in_range(Family::RaftLog, b"a", b"c").unwrap(),
+                Some((b"b\xff\xff".to_vec(), b"b\xff\xff".to_vec()))
+            );
+            assert!(seen(&|v| store.scan_range(Family::RaftLog, b"c", b"a", v)).is_empty());
+        }
     }
 }

@@ -11,7 +11,7 @@ use rocksdb::{
 use super::layout::{decode_stored, encode_record_key, fragment_prefix};
 use super::{
     EntryVisitor, Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError,
-    StoreStats, StoredRecord,
+    StoreStats, StoredRecord, prefix_end,
 };
 
 /// Records: `(fragment, table, key) -> Record envelope`.
@@ -100,6 +100,30 @@ impl RocksStore {
             StoreError::Engine(format!("cannot open data dir {}: {e}{hint}", dir.display()))
         })?;
         Ok(Arc::new(Self { db }))
+    }
+
+    /// Visit the entries of `family` from `from` up to `to` (exclusive;
+    /// `None`: the family's end), in key order.
+    fn scan_between(
+        &self,
+        family: Family,
+        from: &[u8],
+        to: Option<Vec<u8>>,
+        visit: &mut EntryVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let cf = self.family(family_name(family))?;
+        let mut read = ReadOptions::default();
+        if let Some(to) = to {
+            read.set_iterate_upper_bound(to);
+        }
+        for entry in self
+            .db
+            .iterator_cf_opt(cf, read, IteratorMode::From(from, Direction::Forward))
+        {
+            let (key, value) = entry.map_err(engine)?;
+            visit(&key, &value)?;
+        }
+        Ok(())
     }
 
     fn family(&self, name: &str) -> Result<&rocksdb::ColumnFamily, StoreError> {
@@ -258,18 +282,7 @@ impl KvStore for RocksStore {
         prefix: &[u8],
         visit: &mut EntryVisitor<'_>,
     ) -> Result<(), StoreError> {
-        let cf = self.family(family_name(family))?;
-        for entry in self
-            .db
-            .iterator_cf(cf, IteratorMode::From(prefix, Direction::Forward))
-        {
-            let (key, value) = entry.map_err(engine)?;
-            if !key.starts_with(prefix) {
-                break;
-            }
-            visit(&key, &value)?;
-        }
-        Ok(())
+        self.scan_between(family, prefix, prefix_end(prefix), visit)
     }
 
     fn read_entry(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
@@ -288,17 +301,7 @@ impl KvStore for RocksStore {
         if from >= to {
             return Ok(());
         }
-        let cf = self.family(family_name(family))?;
-        let mut read = ReadOptions::default();
-        read.set_iterate_upper_bound(to.to_vec());
-        for entry in self
-            .db
-            .iterator_cf_opt(cf, read, IteratorMode::From(from, Direction::Forward))
-        {
-            let (key, value) = entry.map_err(engine)?;
-            visit(&key, &value)?;
-        }
-        Ok(())
+        self.scan_between(family, from, Some(to.to_vec()), visit)
     }
 
     fn last_in_range(
