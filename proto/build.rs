@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ebb/plugin/v1/plugin.proto",
         "proto/ebb/expiry/v1/expiry.proto",
         "proto/ebb/raft/v1/raft.proto",
+        "proto/ebb/fragment/v1/command.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

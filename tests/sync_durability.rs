@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 
 use common::{Server, call};
 use ebb_host::store::{
-    EntryVisitor, Family, FamilyWrite, FragmentId, KvStore, MemoryStore, StoreBatch, StoreError,
-    StoredRecord,
+    EntryVisitor, Family, FamilyWrite, FragmentId, KvStore, LoadedRecord, MemoryStore, StoreBatch,
+    StoreError,
 };
 use ebb_host::{BatchOp, Durability, Expiry, Node, NodeConfig, PutOptions};
 
@@ -111,8 +111,8 @@ fn holds(store: &MemoryStore, fragments: u32, table: &str, key: &str, value: &[u
         store
             .load_fragment(fragment, &mut |stored| {
                 found |= stored.table.as_str() == table
-                    && &*stored.key == key
-                    && stored.record.value.as_ref() == value;
+                    && stored.key == key
+                    && stored.record.value == value;
                 Ok(())
             })
             .unwrap();
@@ -124,7 +124,7 @@ impl KvStore for FsyncRecorder {
     fn load_fragment(
         &self,
         fragment: FragmentId,
-        visit: &mut dyn FnMut(StoredRecord) -> Result<(), StoreError>,
+        visit: &mut dyn FnMut(LoadedRecord<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.powered()?;
         self.written.load_fragment(fragment, visit)

@@ -59,6 +59,15 @@ impl HybridClock {
         }
     }
 
+    /// Raise the clock to at least `(hlc_ms, counter)`, a version applied
+    /// from elsewhere, so every later tick issues a greater one.
+    pub fn observe(&self, hlc_ms: u64, counter: u64) {
+        let mut last = self.last.lock();
+        if (hlc_ms, counter) > *last {
+            *last = (hlc_ms, counter);
+        }
+    }
+
     /// The highest `(hlc_ms, counter)` issued so far.
     pub fn high_water(&self) -> (u64, u64) {
         *self.last.lock()

@@ -39,5 +39,5 @@ pub use node::config::NodeConfig;
 pub use node::error::{Error, OpenError, ShutdownError};
 pub use node::table::Table;
 pub use node::{BackupError, BackupReport, BootStats, Node, NodeHealth, TableInfo};
-pub use record::{Record, RecordKind, Version};
+pub use record::{Record, RecordKind, RecordView, Version, own_writer};
 pub use write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, InvalidTtl, PutOptions};

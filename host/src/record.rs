@@ -63,6 +63,9 @@ pub enum DecodeError {
     /// The bytes are not a `Record` message.
     #[error("record envelope is not valid protobuf: {0}")]
     Protobuf(#[from] prost::DecodeError),
+    /// The bytes break the envelope's wire format.
+    #[error("record envelope is not valid protobuf: {0}")]
+    Malformed(&'static str),
     /// The message decoded but its kind is unknown to this build.
     #[error("record envelope has unknown kind {0}")]
     UnknownKind(i32),
@@ -177,26 +180,160 @@ impl Record {
     /// that a million records from one node share one string.
     pub fn decode(
         bytes: &[u8],
-        intern: impl FnOnce(String) -> Arc<str>,
+        intern: impl FnOnce(&str) -> Arc<str>,
     ) -> Result<Self, DecodeError> {
-        let message = pb::Record::decode(bytes)?;
-        let kind = match pb::RecordKind::try_from(message.kind) {
+        Ok(RecordView::decode(bytes)?.to_record(intern))
+    }
+
+    /// This record's fields, borrowed.
+    pub fn view(&self) -> RecordView<'_> {
+        RecordView {
+            hlc_ms: self.version.hlc_ms,
+            counter: self.version.counter,
+            writer: &self.version.writer,
+            kind: self.kind,
+            value: &self.value,
+            expires_at_ms: self.expires_at_ms,
+        }
+    }
+}
+
+/// A writer name as its own allocation: the `intern` of [`Record::decode`]
+/// and [`RecordView::to_record`] when nothing is shared.
+pub fn own_writer(writer: &str) -> Arc<str> {
+    Arc::from(writer)
+}
+
+/// A record's fields borrowed from its persisted envelope: what boot reads,
+/// so that loading a record copies its bytes once, into its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    /// Physical part of the version.
+    pub hlc_ms: u64,
+    /// Logical part of the version.
+    pub counter: u64,
+    /// The node that issued the version.
+    pub writer: &'a str,
+    /// Live value, delete or converted expiry.
+    pub kind: RecordKind,
+    /// The value bytes.
+    pub value: &'a [u8],
+    /// Deadline in Unix milliseconds, if any.
+    pub expires_at_ms: Option<u64>,
+}
+
+/// Protobuf wire types the envelope uses.
+const WIRE_VARINT: u64 = 0;
+const WIRE_FIXED64: u64 = 1;
+const WIRE_LEN: u64 = 2;
+const WIRE_FIXED32: u64 = 5;
+
+impl<'a> RecordView<'a> {
+    /// Decode the `ebb.record.v1.Record` envelope without copying: the
+    /// writer and value borrow from `bytes`. Follows protobuf's rules as
+    /// prost does (absent fields take their defaults, the last occurrence of
+    /// a field wins, unknown fields are skipped); a known field with the
+    /// wrong wire type, a truncated field, a writer that is not UTF-8 and
+    /// the deprecated group wire types are errors.
+    pub fn decode(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut view = RecordView {
+            hlc_ms: 0,
+            counter: 0,
+            writer: "",
+            kind: RecordKind::Live,
+            value: &[],
+            expires_at_ms: None,
+        };
+        let mut kind = 0;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let tag = varint(&mut rest)?;
+            if tag > u64::from(u32::MAX) {
+                return Err(DecodeError::Malformed("a field key is out of range"));
+            }
+            let (field, wire) = (tag >> 3, tag & 7);
+            match (field, wire) {
+                (0, _) => return Err(DecodeError::Malformed("field number 0")),
+                (1, WIRE_VARINT) => view.hlc_ms = varint(&mut rest)?,
+                (2, WIRE_VARINT) => view.counter = varint(&mut rest)?,
+                (3, WIRE_LEN) => {
+                    view.writer = std::str::from_utf8(length_delimited(&mut rest)?)
+                        .map_err(|_| DecodeError::Malformed("writer is not UTF-8"))?;
+                }
+                // An enum is an int32 on the wire: prost truncates likewise.
+                (4, WIRE_VARINT) => kind = varint(&mut rest)? as i32,
+                (5, WIRE_LEN) => view.value = length_delimited(&mut rest)?,
+                (6, WIRE_VARINT) => view.expires_at_ms = Some(varint(&mut rest)?),
+                (1..=6, _) => {
+                    return Err(DecodeError::Malformed("a field has the wrong wire type"));
+                }
+                (_, WIRE_VARINT) => {
+                    varint(&mut rest)?;
+                }
+                (_, WIRE_FIXED64) => skip(&mut rest, 8)?,
+                (_, WIRE_LEN) => {
+                    length_delimited(&mut rest)?;
+                }
+                (_, WIRE_FIXED32) => skip(&mut rest, 4)?,
+                _ => return Err(DecodeError::Malformed("unsupported wire type")),
+            }
+        }
+        view.kind = match pb::RecordKind::try_from(kind) {
             Ok(pb::RecordKind::Live) => RecordKind::Live,
             Ok(pb::RecordKind::Tombstone) => RecordKind::Tombstone,
             Ok(pb::RecordKind::ExpiryTombstone) => RecordKind::ExpiryTombstone,
-            _ => return Err(DecodeError::UnknownKind(message.kind)),
+            _ => return Err(DecodeError::UnknownKind(kind)),
         };
-        Ok(Record {
-            version: Version {
-                hlc_ms: message.hlc_ms,
-                counter: message.counter,
-                writer: intern(message.writer),
-            },
-            kind,
-            value: message.value,
-            expires_at_ms: message.expires_at_ms,
-        })
+        Ok(view)
     }
+
+    /// The version, with the writer interned through `intern`.
+    pub fn version(&self, intern: impl FnOnce(&str) -> Arc<str>) -> Version {
+        Version {
+            hlc_ms: self.hlc_ms,
+            counter: self.counter,
+            writer: intern(self.writer),
+        }
+    }
+
+    /// An owned record (the value copied), the writer interned through
+    /// `intern`.
+    pub fn to_record(&self, intern: impl FnOnce(&str) -> Arc<str>) -> Record {
+        Record {
+            version: self.version(intern),
+            kind: self.kind,
+            value: Bytes::copy_from_slice(self.value),
+            expires_at_ms: self.expires_at_ms,
+        }
+    }
+
+    /// A live record whose deadline is at or before `now_ms`.
+    pub fn is_expired_at(&self, now_ms: u64) -> bool {
+        self.kind == RecordKind::Live && self.expires_at_ms.is_some_and(|at| at <= now_ms)
+    }
+}
+
+fn varint(rest: &mut &[u8]) -> Result<u64, DecodeError> {
+    prost::encoding::decode_varint(rest).map_err(DecodeError::Protobuf)
+}
+
+fn skip(rest: &mut &[u8], len: usize) -> Result<(), DecodeError> {
+    if rest.len() < len {
+        return Err(DecodeError::Malformed("a field is truncated"));
+    }
+    *rest = &rest[len..];
+    Ok(())
+}
+
+fn length_delimited<'a>(rest: &mut &'a [u8]) -> Result<&'a [u8], DecodeError> {
+    let len = varint(rest)?;
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|len| *len <= rest.len())
+        .ok_or(DecodeError::Malformed("a field is truncated"))?;
+    let (field, tail) = rest.split_at(len);
+    *rest = tail;
+    Ok(field)
 }
 
 #[cfg(test)]
@@ -281,9 +418,98 @@ mod tests {
                 .to_expiry_tombstone(),
         ];
         for record in records {
-            let decoded = Record::decode(&record.encode(), Arc::from).unwrap();
+            let decoded = Record::decode(&record.encode(), own_writer).unwrap();
             assert_eq!(decoded, record);
         }
-        assert!(Record::decode(b"\xff\xff\xff", Arc::from).is_err());
+        assert!(Record::decode(b"\xff\xff\xff", own_writer).is_err());
+    }
+
+    fn prost_decoded(bytes: &[u8]) -> Option<Record> {
+        let message = pb::Record::decode(bytes).ok()?;
+        let kind = match pb::RecordKind::try_from(message.kind).ok()? {
+            pb::RecordKind::Live => RecordKind::Live,
+            pb::RecordKind::Tombstone => RecordKind::Tombstone,
+            pb::RecordKind::ExpiryTombstone => RecordKind::ExpiryTombstone,
+            _ => return None,
+        };
+        Some(Record {
+            version: version(message.hlc_ms, message.counter, &message.writer),
+            kind,
+            value: message.value,
+            expires_at_ms: message.expires_at_ms,
+        })
+    }
+
+    proptest::proptest! {
+        /// The borrowed decoder reads what prost reads, unknown fields
+        /// skipped and repeated fields resolved alike.
+        #[test]
+        fn the_borrowed_decoder_agrees_with_prost(
+            hlc_ms in proptest::num::u64::ANY,
+            counter in proptest::num::u64::ANY,
+            writer in ".{0,12}",
+            kind in 1i32..4,
+            value in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            expires_at_ms in proptest::option::of(proptest::num::u64::ANY),
+            unknown in proptest::collection::vec(proptest::num::u8::ANY, 0..16),
+            repeat_counter in proptest::option::of(proptest::num::u64::ANY),
+        ) {
+            let mut bytes = pb::Record {
+                hlc_ms,
+                counter,
+                writer,
+                kind,
+                value: Bytes::from(value),
+                expires_at_ms,
+            }
+            .encode_to_vec();
+            // Unknown fields of each wire type, then a repeated known field.
+            prost::encoding::bytes::encode(9, &Bytes::from(unknown), &mut bytes);
+            prost::encoding::uint64::encode(10, &7, &mut bytes);
+            prost::encoding::fixed64::encode(11, &7, &mut bytes);
+            prost::encoding::fixed32::encode(12, &7, &mut bytes);
+            if let Some(again) = repeat_counter {
+                prost::encoding::uint64::encode(2, &again, &mut bytes);
+            }
+            let ours = Record::decode(&bytes, own_writer).unwrap();
+            proptest::prop_assert_eq!(Some(ours), prost_decoded(&bytes));
+        }
+
+        /// On arbitrary bytes the borrowed decoder never accepts what prost
+        /// refuses, and what it accepts it reads as prost does.
+        #[test]
+        fn the_borrowed_decoder_accepts_nothing_prost_refuses(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..48),
+        ) {
+            if let Ok(ours) = Record::decode(&bytes, own_writer) {
+                proptest::prop_assert_eq!(Some(ours), prost_decoded(&bytes));
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_and_mistyped_fields_are_refused() {
+        let record = Record::live(version(1, 2, "w"), Bytes::from_static(b"value"), Some(3));
+        let good = record.encode();
+        for cut in 1..good.len() {
+            // A cut between fields decodes to fewer fields, never to the
+            // whole record; a cut inside one is an error.
+            if let Ok(shorter) = Record::decode(&good[..cut], own_writer) {
+                assert_ne!(shorter, record, "cut at {cut}");
+            }
+        }
+        // Field 1 (hlc_ms) sent as length-delimited.
+        assert!(matches!(
+            RecordView::decode(&[0x0a, 0x00]),
+            Err(DecodeError::Malformed(_))
+        ));
+        assert!(matches!(
+            RecordView::decode(&[0x20, 0x09]),
+            Err(DecodeError::UnknownKind(9))
+        ));
+        assert!(
+            RecordView::decode(&[0x1a, 0x01, 0xff]).is_err(),
+            "writer not UTF-8"
+        );
     }
 }

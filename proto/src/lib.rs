@@ -4,7 +4,8 @@
 //! of the on-disk format); `query::v1` is the SQL page protocol and the
 //! cursor format; `plugin::v1` is the WASM plugin ABI; `expiry::v1` is an
 //! expiry event at rest (outbox and dead letters); `raft::v1` is a Raft
-//! group's log and vote at rest. Field numbers never change
+//! group's log and vote at rest; `fragment::v1` the commands a fragment's
+//! log carries. Field numbers never change
 //! meaning. `wire` reads and writes the ABI's per-row messages by hand for
 //! the hot path of plugin calls.
 
@@ -29,6 +30,15 @@ pub mod plugin {
     /// Version 1 of the plugin ABI.
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/ebb.plugin.v1.rs"));
+    }
+}
+
+/// Fragment commands, the payload of a fragment group's log
+/// (`ebb.fragment.v1`).
+pub mod fragment {
+    /// Version 1 of the fragment commands.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/ebb.fragment.v1.rs"));
     }
 }
 

@@ -37,7 +37,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::names::MAX_KEY_BYTES;
-use crate::record::{Record, RecordKind, Version};
+use crate::record::{Record, RecordKind, RecordView, Version};
 
 const _: () = assert!(MAX_KEY_BYTES <= u16::MAX as usize);
 
@@ -203,9 +203,15 @@ impl Reader {
 impl Entry {
     /// The entry of `record` under `key`.
     pub fn new(key: &str, record: &Record) -> Self {
+        Self::from_view(key, &record.view())
+    }
+
+    /// The entry of a borrowed record under `key`: the key and value are
+    /// copied once, into the block.
+    pub fn from_view(key: &str, record: &RecordView<'_>) -> Self {
         let expires = record.expires_at_ms;
-        let wide = record.version.hlc_ms >= NARROW_TIME_LIMIT
-            || expires.is_some_and(|at| at >= NARROW_TIME_LIMIT);
+        let wide =
+            record.hlc_ms >= NARROW_TIME_LIMIT || expires.is_some_and(|at| at >= NARROW_TIME_LIMIT);
         let mut flags = kind_bits(record.kind);
         if expires.is_some() {
             flags |= HAS_DEADLINE;
@@ -225,10 +231,10 @@ impl Entry {
             len: 0,
         };
         header.extend(&[flags]);
-        header.time(record.version.hlc_ms, wide);
+        header.time(record.hlc_ms, wide);
         header.varint(record.value.len() as u64);
-        header.varint(record.version.counter);
-        header.varint(u64::from(writers().intern(&record.version.writer)));
+        header.varint(record.counter);
+        header.varint(u64::from(writers().intern(record.writer)));
         if let Some(at) = expires {
             header.time(at, wide);
         }
@@ -246,7 +252,7 @@ impl Entry {
         // place over the front's first 4 bytes.
         unsafe {
             let mut at = block.as_ptr();
-            for part in [front, key.as_bytes(), header, &record.value[..]] {
+            for part in [front, key.as_bytes(), header, record.value] {
                 std::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
                 at = at.add(part.len());
             }
@@ -552,34 +558,36 @@ impl Writers {
     /// The number of `name`, given one if it has none yet. A thread
     /// remembers the last name it interned (a node's writes all carry the
     /// same one), so the common case takes no lock.
-    fn intern(&self, name: &Arc<str>) -> u32 {
+    fn intern(&self, name: &str) -> u32 {
         thread_local! {
             static LAST: std::cell::RefCell<Option<(Arc<str>, u32)>> = const { std::cell::RefCell::new(None) };
         }
         if let Some(index) = LAST.with(|last| {
             last.borrow()
                 .as_ref()
-                .filter(|(known, _)| Arc::ptr_eq(known, name) || known == name)
+                .filter(|(known, _)| **known == *name)
                 .map(|(_, index)| *index)
         }) {
             return index;
         }
-        let index = {
+        let (index, shared) = {
             let mut names = self.names.lock();
-            match names.iter().position(|known| known == name) {
-                Some(index) => index,
+            match names.iter().position(|known| **known == *name) {
+                Some(index) => (index, names[index].clone()),
                 None => {
                     let index = names.len();
                     assert!(index < MAX_WRITERS, "more than {MAX_WRITERS} writers");
                     let chunk = self.chunks[index / CHUNK]
                         .get_or_init(|| Box::new([const { OnceLock::new() }; CHUNK]));
-                    let _ = chunk[index % CHUNK].set(name.clone());
-                    names.push(name.clone());
-                    index
+                    let shared: Arc<str> = Arc::from(name);
+                    let _ = chunk[index % CHUNK].set(shared.clone());
+                    names.push(shared.clone());
+                    (index, shared)
                 }
             }
-        } as u32;
-        LAST.with(|last| *last.borrow_mut() = Some((name.clone(), index)));
+        };
+        let index = index as u32;
+        LAST.with(|last| *last.borrow_mut() = Some((shared, index)));
         index
     }
 

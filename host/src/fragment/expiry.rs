@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::command::{Applied, Command, Due, ExpireCommand};
 use super::state::FragmentState;
 
 /// Most records a page converts.
@@ -23,47 +24,69 @@ pub(crate) struct ExpiryPage {
 }
 
 impl FragmentState {
-    /// Convert up to one page of records due at `now_ms`. Each conversion
-    /// keeps the record's version, advances the partition revision and is
-    /// enqueued for the store like any write; in a table with an expiry
-    /// handler, together with its outbox event. Stops early, leaving the
-    /// rest due, when the write buffer is full: expired records stay
-    /// invisible to readers meanwhile, so nothing is lost by waiting.
-    pub(crate) fn expire_page(&self, now_ms: u64) -> ExpiryPage {
-        let mut page = ExpiryPage::default();
+    /// Choose up to one page of records due at `now_ms` as an
+    /// [`ExpireCommand`], giving each of a bound table its outbox sequence
+    /// number; `true` when due records remain (the page hit its budget, or
+    /// the write buffer has no room for more). The proposer's half of a
+    /// conversion: nothing changes until the command is applied.
+    pub(crate) fn due_page(&self, now_ms: u64) -> (ExpireCommand, bool) {
+        let mut command = ExpireCommand {
+            at_ms: now_ms,
+            due: Vec::new(),
+        };
+        let (mut bytes, mut weight) = (0, 0);
         let outbox = self.persistence().outbox().clone();
         for (table, partition) in self.partitions() {
             let bound = outbox.is_bound(&table);
-            let mut partition = partition.write();
-            let due = partition.due(now_ms, PAGE_RECORDS - page.converted + 1);
+            let partition = partition.read();
+            let due = partition.due(now_ms, PAGE_RECORDS - command.due.len() + 1);
             for (deadline, current) in due {
-                if page.converted == PAGE_RECORDS || page.bytes >= PAGE_BYTES {
-                    page.more = true;
-                    return page;
+                if command.due.len() == PAGE_RECORDS || bytes >= PAGE_BYTES {
+                    return (command, true);
                 }
                 debug_assert_eq!(current.deadline(), Some(deadline));
-                let key: Arc<str> = Arc::from(current.key());
-                let record = current.record();
-                let tombstone = record.to_expiry_tombstone();
-                let released = record.value.len();
-                let room = key.len() + 64 + if bound { 128 + released } else { 0 };
-                if self.persistence().check_room(room).is_err() {
-                    page.more = true;
-                    return page;
+                let header = current.header();
+                let released = header.value_len();
+                let key = current.key_of(&header);
+                weight += key.len() + 64 + if bound { 128 + released } else { 0 };
+                if self.persistence().check_room(weight).is_err() {
+                    return (command, true);
                 }
-                if bound {
-                    let event = outbox.event(self.id(), &table, &key, &record, now_ms);
-                    self.persistence()
-                        .enqueue_expiry(&table, &key, &tombstone, event);
-                } else {
-                    self.persistence().enqueue(&table, &key, &tombstone);
-                }
-                partition.apply(&key, &tombstone);
-                page.converted += 1;
-                page.bytes += released;
+                command.due.push(Due {
+                    table: table.clone(),
+                    key: Arc::from(key),
+                    version: current.version(),
+                    outbox_seq: bound.then(|| outbox.next_seq()),
+                });
+                bytes += released;
             }
         }
-        page
+        (command, false)
+    }
+
+    /// Convert up to one page of records due at `now_ms`: choose them
+    /// ([`Self::due_page`]) and apply the command. Each conversion keeps the
+    /// record's version, advances the partition revision and is enqueued
+    /// for the store like any write; in a table with an expiry handler,
+    /// together with its outbox event. Stops early, leaving the rest due,
+    /// when the write buffer is full: expired records stay invisible to
+    /// readers meanwhile, so nothing is lost by waiting.
+    pub(crate) fn expire_page(&self, now_ms: u64) -> ExpiryPage {
+        let (command, more) = self.due_page(now_ms);
+        if command.due.is_empty() {
+            return ExpiryPage {
+                more,
+                ..ExpiryPage::default()
+            };
+        }
+        match self.apply_command(&Command::Expire(command)) {
+            Applied::Expired { converted, bytes } => ExpiryPage {
+                converted,
+                bytes,
+                more,
+            },
+            other => unreachable!("an expire command reports conversions: {other:?}"),
+        }
     }
 
     /// Convert everything due at `now_ms`, page by page. Returns how many
@@ -114,7 +137,7 @@ mod tests {
 
     fn put(state: &FragmentState, table: &TableName, key: &str, deadline: Option<u64>) {
         let outcome = state
-            .apply(
+            .write(
                 table,
                 &Arc::from(key),
                 Mutation::Put {

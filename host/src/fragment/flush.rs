@@ -34,17 +34,8 @@ pub trait ExpiryOutbox: Send + Sync {
     /// Whether expiries in `table` produce events (the table is bound).
     fn is_bound(&self, table: &TableName) -> bool;
 
-    /// A new event for the expiry of `record` (the live record being
-    /// converted) at `key` of `table` in `fragment`, under the next outbox
-    /// sequence number.
-    fn event(
-        &self,
-        fragment: FragmentId,
-        table: &TableName,
-        key: &str,
-        record: &Record,
-        observed_at_ms: u64,
-    ) -> PendingEvent;
+    /// The next outbox sequence number, for an event about to be proposed.
+    fn next_seq(&self) -> u64;
 
     /// `events` are now durable in the store: hand them to delivery.
     fn deliver(&self, events: Vec<PendingEvent>);
@@ -384,15 +375,8 @@ mod tests {
             false
         }
 
-        fn event(
-            &self,
-            fragment: FragmentId,
-            table: &TableName,
-            key: &str,
-            record: &Record,
-            observed_at_ms: u64,
-        ) -> PendingEvent {
-            PendingEvent::new(fragment, 1, table, key, record, observed_at_ms)
+        fn next_seq(&self) -> u64 {
+            1
         }
 
         fn deliver(&self, events: Vec<PendingEvent>) {
@@ -431,7 +415,10 @@ mod tests {
         let mut out = HashMap::new();
         store
             .load_fragment(0, &mut |r| {
-                out.insert(r.key.to_string(), r.record);
+                out.insert(
+                    r.key.to_string(),
+                    r.record.to_record(crate::record::own_writer),
+                );
                 Ok(())
             })
             .unwrap();

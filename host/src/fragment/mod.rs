@@ -17,6 +17,7 @@
 //! - `supervisor`, then `handle` (the node's [`Fragment`]).
 
 mod cleaner;
+pub(crate) mod command;
 mod dispatcher;
 pub(crate) mod entry;
 mod error;

@@ -7,7 +7,7 @@ use std::ops::RangeBounds;
 use imbl::OrdSet;
 
 use super::entry::Entry;
-use crate::record::Record;
+use crate::record::{Record, Version};
 
 /// Result of offering a record to a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,21 +117,21 @@ impl Partition {
             return ApplyOutcome::Superseded;
         }
         ApplyOutcome::Applied {
-            previous: self.insert(key, record),
+            previous: self.insert(Entry::new(key, record)),
         }
     }
 
     /// Add a record read from the store at boot. The store holds one record
     /// per key, so there is nothing to merge with and no lookup before the
     /// insert; a key loaded twice keeps the later record.
-    pub fn load(&mut self, key: &str, record: &Record) {
-        self.insert(key, record);
+    pub fn load(&mut self, entry: Entry) {
+        self.insert(entry);
     }
 
-    /// Put `record` in the index in place of whatever `key` held (returned),
-    /// keeping the side indexes and counts in step; a winning mutation.
-    fn insert(&mut self, key: &str, record: &Record) -> Option<Entry> {
-        let entry = Entry::new(key, record);
+    /// Put `entry` in the index in place of whatever its key held
+    /// (returned), keeping the side indexes and counts in step; a winning
+    /// mutation.
+    fn insert(&mut self, entry: Entry) -> Option<Entry> {
         self.index(&entry);
         let previous = self.records.insert(entry);
         if let Some(previous) = &previous {
@@ -190,27 +190,38 @@ impl Partition {
         self.tombstones.first().map(|(since, _)| *since)
     }
 
-    /// Remove up to `limit` tombstones standing since `cutoff_ms` or
-    /// earlier, oldest first, and return them. Readers see no change (only
-    /// invisible records go), so the revision stays: a guarded cursor's
-    /// next page is what it would have been. The caller removes the keys
-    /// from the store.
-    pub fn purge(&mut self, cutoff_ms: u64, limit: usize) -> Vec<Entry> {
-        let mut purged = Vec::new();
-        while purged.len() < limit {
-            let Some((since, _)) = self.tombstones.first() else {
-                break;
-            };
-            if *since > cutoff_ms {
-                break;
-            }
-            let (_, entry) = self.tombstones.pop_first().expect("checked above");
-            let removed = self.records.remove(entry.key());
-            debug_assert!(removed.is_some(), "a standing tombstone is indexed");
-            self.bytes -= footprint(&entry);
-            purged.push(entry);
+    /// Up to `limit` tombstones standing since `cutoff_ms` or earlier,
+    /// oldest first.
+    pub fn purgeable(&self, cutoff_ms: u64, limit: usize) -> Vec<Entry> {
+        self.tombstones
+            .iter()
+            .take_while(|(since, _)| *since <= cutoff_ms)
+            .take(limit)
+            .map(|(_, entry)| entry.clone())
+            .collect()
+    }
+
+    /// Remove the tombstone of `key` if it is the one of `version` and
+    /// stands since `cutoff_ms` or earlier; return it. Readers see no change
+    /// (only an invisible record goes), so the revision stays: a guarded
+    /// cursor's next page is what it would have been. The caller removes
+    /// the key from the store.
+    pub fn remove_tombstone(
+        &mut self,
+        key: &str,
+        version: &Version,
+        cutoff_ms: u64,
+    ) -> Option<Entry> {
+        let entry = self.records.get(key)?;
+        let since = entry.tombstone_since_ms()?;
+        if since > cutoff_ms || entry.version() != *version {
+            return None;
         }
-        purged
+        let entry = self.records.remove(key).expect("found above");
+        let removed = self.tombstones.remove(&(since, entry.clone()));
+        debug_assert!(removed, "a standing tombstone is in the tombstone index");
+        self.bytes -= footprint(&entry);
+        Some(entry)
     }
 
     /// Live records (expired ones not yet converted included).
@@ -382,6 +393,44 @@ mod tests {
         assert_eq!(p.snapshot_at(50).visible, 2, "due records are not visible");
     }
 
+    /// Purge as a proposer and an applier do together: choose, then remove.
+    fn purge(p: &mut Partition, cutoff_ms: u64, limit: usize) -> Vec<Entry> {
+        p.purgeable(cutoff_ms, limit)
+            .into_iter()
+            .filter_map(|entry| p.remove_tombstone(entry.key(), &entry.version(), cutoff_ms))
+            .collect()
+    }
+
+    #[test]
+    fn a_tombstone_is_removed_only_at_its_version_and_once_old_enough() {
+        let mut p = Partition::new();
+        put(&mut p, "a", 1, None);
+        delete(&mut p, "a", 10);
+        assert!(
+            p.remove_tombstone("a", &version(9), 100).is_none(),
+            "another version"
+        );
+        assert!(
+            p.remove_tombstone("a", &version(10), 9).is_none(),
+            "too young"
+        );
+        assert!(
+            p.remove_tombstone("b", &version(10), 100).is_none(),
+            "no such key"
+        );
+        put(&mut p, "live", 5, None);
+        assert!(
+            p.remove_tombstone("live", &version(5), 100).is_none(),
+            "not a tombstone"
+        );
+        assert!(p.remove_tombstone("a", &version(10), 10).is_some());
+        assert!(
+            p.remove_tombstone("a", &version(10), 10).is_none(),
+            "only once"
+        );
+        assert_eq!((p.len(), p.tombstone_count(), p.live_count()), (1, 0, 1));
+    }
+
     #[test]
     fn purge_removes_old_tombstones_in_pages_and_leaves_readers_unchanged() {
         let mut p = Partition::new();
@@ -398,17 +447,17 @@ mod tests {
         assert_eq!(p.oldest_tombstone(), Some(10));
         // Only tombstones standing since the cutoff or earlier go, oldest
         // first, at most `limit` per call.
-        let page = p.purge(13, 2);
+        let page = purge(&mut p, 13, 2);
         assert_eq!(
             page.iter().map(|e| e.key()).collect::<Vec<_>>(),
             ["k0", "k1"]
         );
-        let page = p.purge(13, 10);
+        let page = purge(&mut p, 13, 10);
         assert_eq!(
             page.iter().map(|e| e.key()).collect::<Vec<_>>(),
             ["k2", "k3"]
         );
-        assert!(p.purge(13, 10).is_empty());
+        assert!(purge(&mut p, 13, 10).is_empty());
         assert_eq!(p.oldest_tombstone(), Some(14));
         assert_eq!(p.revision(), revision, "readers see no change");
         assert_eq!((p.len(), p.tombstone_count(), p.live_count()), (6, 2, 4));
@@ -417,11 +466,11 @@ mod tests {
         // A new write to a purged key starts afresh.
         put(&mut p, "k0", 20, None);
         assert_eq!(p.get("k0").unwrap().value(), b"k0@20");
-        p.purge(u64::MAX, usize::MAX);
+        purge(&mut p, u64::MAX, usize::MAX);
         for i in [0, 6, 7, 8, 9] {
             p.apply(&format!("k{i}"), &Record::tombstone(version(30)));
         }
-        assert_eq!(p.purge(u64::MAX, usize::MAX).len(), 5);
+        assert_eq!(purge(&mut p, u64::MAX, usize::MAX).len(), 5);
         assert_eq!((p.len(), p.tombstone_count(), p.live_count()), (0, 0, 0));
         assert_eq!(p.memory_bytes(), empty_bytes);
         assert!(full_bytes > 10 * (15 + 2 + 5));
@@ -434,7 +483,7 @@ mod tests {
         let expired = p.get("a").unwrap().record().to_expiry_tombstone();
         p.apply("a", &expired);
         assert_eq!(p.oldest_tombstone(), Some(500));
-        assert!(p.purge(499, 10).is_empty());
-        assert_eq!(p.purge(500, 10).len(), 1);
+        assert!(purge(&mut p, 499, 10).is_empty());
+        assert_eq!(purge(&mut p, 500, 10).len(), 1);
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::command::{Applied, Command, PurgeCommand, Purgeable};
 use super::state::FragmentState;
 
 /// Most tombstones a page removes.
@@ -19,10 +20,43 @@ pub(crate) struct PurgePage {
 }
 
 impl FragmentState {
+    /// Choose up to one page of tombstones standing since `cutoff_ms` or
+    /// earlier as a [`PurgeCommand`]; `true` when more remain (the page hit
+    /// its budget, or the write buffer has no room for more). The
+    /// proposer's half of a purge: nothing changes until it is applied.
+    pub(crate) fn purgeable_page(&self, cutoff_ms: u64) -> (PurgeCommand, bool) {
+        let mut command = PurgeCommand {
+            cutoff_ms,
+            tombstones: Vec::new(),
+        };
+        let mut weight = 0;
+        for (table, partition) in self.partitions() {
+            let partition = partition.read();
+            let room = PURGE_PAGE_RECORDS - command.tombstones.len();
+            let found = partition.purgeable(cutoff_ms, room + 1);
+            for entry in found {
+                if command.tombstones.len() == PURGE_PAGE_RECORDS {
+                    return (command, true);
+                }
+                weight += entry.key().len() + 64;
+                if self.persistence().check_room(weight).is_err() {
+                    return (command, true);
+                }
+                command.tombstones.push(Purgeable {
+                    table: table.clone(),
+                    key: Arc::from(entry.key()),
+                    version: entry.version(),
+                });
+            }
+        }
+        (command, false)
+    }
+
     /// Remove up to one page of tombstones standing since `cutoff_ms` or
     /// earlier, from the partitions and (through the write buffer) from the
-    /// store. The cutoff is an argument, not the clock, so the operation is
-    /// the same wherever it is replayed.
+    /// store: choose them ([`Self::purgeable_page`]) and apply the command.
+    /// The cutoff is an argument, not the clock, so the operation is the
+    /// same wherever it is replayed.
     ///
     /// Safe at any cutoff: versions of this node only grow, so no write a
     /// removed tombstone would have ordered can arrive later; the removal
@@ -33,30 +67,14 @@ impl FragmentState {
     /// and are untouched. Stops early, leaving the rest for the next page,
     /// when the write buffer is full.
     pub(crate) fn purge_page(&self, cutoff_ms: u64) -> PurgePage {
-        let mut page = PurgePage::default();
-        for (table, partition) in self.partitions() {
-            let mut partition = partition.write();
-            while partition
-                .oldest_tombstone()
-                .is_some_and(|since| since <= cutoff_ms)
-            {
-                if page.purged == PURGE_PAGE_RECORDS {
-                    page.more = true;
-                    return page;
-                }
-                if self.persistence().check_room(64).is_err() {
-                    page.more = true;
-                    return page;
-                }
-                let limit = (PURGE_PAGE_RECORDS - page.purged).min(64);
-                for entry in partition.purge(cutoff_ms, limit) {
-                    let key: Arc<str> = Arc::from(entry.key());
-                    self.persistence().enqueue_removal(&table, &key);
-                    page.purged += 1;
-                }
-            }
+        let (command, more) = self.purgeable_page(cutoff_ms);
+        if command.tombstones.is_empty() {
+            return PurgePage { purged: 0, more };
         }
-        page
+        match self.apply_command(&Command::Purge(command)) {
+            Applied::Purged { purged } => PurgePage { purged, more },
+            other => unreachable!("a purge command reports removals: {other:?}"),
+        }
     }
 
     /// Since when the oldest tombstone of this fragment stands.

@@ -9,9 +9,8 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use tokio::sync::Notify;
 
-use super::error::BacklogFull;
 use super::flush::Persistence;
-use super::partition::{ApplyOutcome, Partition, PartitionSnapshot};
+use super::partition::{Partition, PartitionSnapshot};
 use crate::clock::HybridClock;
 use crate::names::TableName;
 use crate::record::{Record, Version};
@@ -142,6 +141,11 @@ impl FragmentState {
         &self.persistence
     }
 
+    /// The clock that versions this fragment's writes.
+    pub(super) fn clock(&self) -> &HybridClock {
+        &self.clock
+    }
+
     /// The cleaner's wake-up.
     pub(crate) fn expiry_wake(&self) -> &ExpiryWake {
         &self.expiry_wake
@@ -152,7 +156,8 @@ impl FragmentState {
         self.partitions.read().get(table).cloned()
     }
 
-    fn partition_or_create(&self, table: &TableName) -> Arc<RwLock<Partition>> {
+    /// The partition of `table`, created empty if the table has none here.
+    pub(super) fn partition_or_create(&self, table: &TableName) -> Arc<RwLock<Partition>> {
         if let Some(partition) = self.partition(table) {
             return partition;
         }
@@ -187,60 +192,6 @@ impl FragmentState {
     /// A consistent view of `table`'s partition at `now_ms`, if it exists.
     pub(crate) fn snapshot(&self, table: &TableName, now_ms: u64) -> Option<PartitionSnapshot> {
         self.partition(table).map(|p| p.read().snapshot_at(now_ms))
-    }
-
-    /// Apply a client mutation: version it from the node clock, merge it
-    /// under last-writer-wins and enqueue it for the store, all under the
-    /// partition lock so versions, the index and the buffer agree on order.
-    /// A full backlog refuses the write before anything changes.
-    pub(crate) fn apply(
-        &self,
-        table: &TableName,
-        key: &Arc<str>,
-        mutation: Mutation,
-        now_ms: u64,
-    ) -> Result<WriteOutcome, BacklogFull> {
-        let partition = match &mutation {
-            Mutation::Put { .. } => self.partition_or_create(table),
-            Mutation::Delete => match self.partition(table) {
-                Some(partition) => partition,
-                None => return Ok(WriteOutcome::NotFound),
-            },
-        };
-        let mut partition = partition.write();
-        if matches!(mutation, Mutation::Delete)
-            && !partition.get(key).is_some_and(|r| r.is_visible_at(now_ms))
-        {
-            return Ok(WriteOutcome::NotFound);
-        }
-        let weight = match &mutation {
-            Mutation::Put { value, .. } => value.len() + key.len() + 64,
-            Mutation::Delete => key.len() + 64,
-        };
-        self.persistence.check_room(weight)?;
-        let version = self.clock.tick();
-        let record = match mutation {
-            Mutation::Put {
-                value,
-                expires_at_ms,
-            } => Record::live(version.clone(), value, expires_at_ms),
-            Mutation::Delete => Record::tombstone(version.clone()),
-        };
-        let deadline = record.deadline();
-        let (seq, full) = self.persistence.enqueue(table, key, &record);
-        let outcome = partition.apply(key, &record);
-        debug_assert!(
-            matches!(outcome, ApplyOutcome::Applied { .. }),
-            "a fresh clock version always wins"
-        );
-        drop(partition);
-        if let Some(deadline) = deadline {
-            self.expiry_wake.offer(deadline);
-        }
-        if full {
-            self.persistence.flush_in_background();
-        }
-        Ok(WriteOutcome::Applied { version, seq })
     }
 
     /// The earliest deadline over all partitions of this fragment.

@@ -70,7 +70,7 @@ impl Actor for Worker {
             mutation,
             reply,
         } = operation.write;
-        let _ = reply.send(state.apply(&table, &key, mutation, now_ms()));
+        let _ = reply.send(state.write(&table, &key, mutation, now_ms()));
         drop(operation.permit);
         Ok(())
     }

@@ -3,11 +3,16 @@
 //! an expiry handler), and find the highest persisted version.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::expiry::outbox::Outbox;
+use crate::fragment::entry::Entry;
 use crate::fragment::partition::Partition;
 use crate::names::TableName;
-use crate::store::{FragmentId, KvStore, PendingEvent, StoreBatch, StoreError, StoredRecord};
+use crate::record::own_writer;
+use crate::store::{
+    FragmentId, KvStore, LoadedRecord, PendingEvent, StoreBatch, StoreError, StoredRecord,
+};
 
 /// What boot found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,30 +52,36 @@ pub(crate) fn load_fragment(
     let mut records = 0;
     let mut converted = StoreBatch::default();
     let mut events = Vec::new();
-    store.load_fragment(fragment, &mut |stored| {
-        let StoredRecord {
+    store.load_fragment(fragment, &mut |loaded| {
+        let LoadedRecord {
             table, key, record, ..
-        } = stored;
-        high_water = high_water.max((record.version.hlc_ms, record.version.counter));
+        } = loaded;
+        high_water = high_water.max((record.hlc_ms, record.counter));
         records += 1;
-        let record = if record.is_expired_at(now_ms) {
-            let tombstone = record.to_expiry_tombstone();
-            if outbox.is_bound(&table) {
-                let event = outbox.event(fragment, &table, &key, &record, now_ms);
-                converted.outbox.push((event.key.clone(), event.encode()));
-                events.push(event);
-            }
-            converted.records.push(StoredRecord {
-                fragment,
-                table: table.clone(),
-                key: key.clone(),
-                record: tombstone.clone(),
-            });
-            tombstone
-        } else {
-            record
+        let partition = match partitions.get_mut(table) {
+            Some(partition) => partition,
+            None => partitions.entry(table.clone()).or_default(),
         };
-        partitions.entry(table).or_default().load(&key, &record);
+        if !record.is_expired_at(now_ms) {
+            partition.load(Entry::from_view(key, &record));
+            return Ok(());
+        }
+        // Expired while the node was down: rare, so owned copies are fine.
+        let key: Arc<str> = Arc::from(key);
+        let record = record.to_record(own_writer);
+        let tombstone = record.to_expiry_tombstone();
+        if outbox.is_bound(table) {
+            let event = outbox.event(fragment, table, &key, &record, now_ms);
+            converted.outbox.push((event.key.clone(), event.encode()));
+            events.push(event);
+        }
+        partition.load(Entry::new(&key, &tombstone));
+        converted.records.push(StoredRecord {
+            fragment,
+            table: table.clone(),
+            key,
+            record: tombstone,
+        });
         Ok(())
     })?;
     let converted_count = converted.records.len();

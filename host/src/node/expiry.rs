@@ -24,8 +24,7 @@ use crate::expiry::{BindRequest, Binding, ExpiryError, binding, scheduler};
 use crate::fragment::flush::ExpiryOutbox;
 use crate::names::TableName;
 use crate::plugin::{Installed, NotAHandler, PluginError};
-use crate::record::Record;
-use crate::store::{FragmentId, KvStore, PendingEvent, StoreError};
+use crate::store::{KvStore, PendingEvent, StoreError};
 use crate::write::{BatchOp, Durability, Expiry};
 
 /// How long shutdown waits for handler calls in flight.
@@ -436,15 +435,8 @@ impl ExpiryOutbox for Outbox {
         Outbox::is_bound(self, table)
     }
 
-    fn event(
-        &self,
-        fragment: FragmentId,
-        table: &TableName,
-        key: &str,
-        record: &Record,
-        observed_at_ms: u64,
-    ) -> PendingEvent {
-        Outbox::event(self, fragment, table, key, record, observed_at_ms)
+    fn next_seq(&self) -> u64 {
+        Outbox::next_seq(self)
     }
 
     fn deliver(&self, events: Vec<PendingEvent>) {

@@ -4,11 +4,9 @@
 //! lets each fragment load its own range at boot; within a fragment, records
 //! of one table are contiguous and sorted by key.
 
-use std::sync::Arc;
-
-use super::{FragmentId, StoreError, StoredRecord};
+use super::{FragmentId, LoadedRecord, StoreError};
 use crate::names::TableName;
-use crate::record::Record;
+use crate::record::RecordView;
 
 /// The prefix shared by every record key of `fragment`.
 pub(crate) fn fragment_prefix(fragment: FragmentId) -> [u8; 2] {
@@ -28,11 +26,12 @@ pub(crate) fn encode_record_key(fragment: FragmentId, table: &TableName, key: &s
 
 /// Decode a storage key produced by [`encode_record_key`]. `last_table` is
 /// the table of the key decoded before: records of one table are
-/// contiguous, so a scan checks and allocates each table name once.
-fn decode_record_key(
-    raw: &[u8],
+/// contiguous, so a scan checks and allocates each table name once. The
+/// key borrows from `raw`.
+fn decode_record_key<'a>(
+    raw: &'a [u8],
     last_table: &mut Option<TableName>,
-) -> Result<(FragmentId, TableName, Arc<str>), StoreError> {
+) -> Result<(FragmentId, TableName, &'a str), StoreError> {
     let corrupt = |reason: &str| StoreError::Corrupt {
         key: String::from_utf8_lossy(raw).into_owned(),
         reason: reason.to_string(),
@@ -58,23 +57,26 @@ fn decode_record_key(
         }
     };
     let key = std::str::from_utf8(&rest[table_len..]).map_err(|_| corrupt("key is not UTF-8"))?;
-    Ok((fragment, table, Arc::from(key)))
+    Ok((fragment, table, key))
 }
 
-/// Decode one `records` entry; `intern` shares writer strings between
-/// records, `last_table` table names (see [`decode_record_key`]).
-pub(crate) fn decode_stored(
-    raw_key: &[u8],
-    raw_value: &[u8],
-    last_table: &mut Option<TableName>,
-    intern: impl FnOnce(String) -> Arc<str>,
-) -> Result<StoredRecord, StoreError> {
-    let (fragment, table, key) = decode_record_key(raw_key, last_table)?;
-    let record = Record::decode(raw_value, intern).map_err(|e| StoreError::Corrupt {
+/// Decode one `records` entry without copying: the key and the record's
+/// fields borrow from the raw bytes, the table from `last_table` (see
+/// [`decode_record_key`]).
+pub(crate) fn decode_loaded<'a>(
+    raw_key: &'a [u8],
+    raw_value: &'a [u8],
+    last_table: &'a mut Option<TableName>,
+) -> Result<LoadedRecord<'a>, StoreError> {
+    let (fragment, _, key) = decode_record_key(raw_key, last_table)?;
+    let record = RecordView::decode(raw_value).map_err(|e| StoreError::Corrupt {
         key: String::from_utf8_lossy(raw_key).into_owned(),
         reason: e.to_string(),
     })?;
-    Ok(StoredRecord {
+    let table = last_table
+        .as_ref()
+        .expect("decode_record_key sets the table");
+    Ok(LoadedRecord {
         fragment,
         table,
         key,
@@ -93,7 +95,7 @@ mod tests {
         assert!(raw.starts_with(&fragment_prefix(3)));
         let mut last = None;
         let (fragment, table, key) = decode_record_key(&raw, &mut last).unwrap();
-        assert_eq!((fragment, table.as_str(), &*key), (3, "users", "k\0ey:é"));
+        assert_eq!((fragment, table.as_str(), key), (3, "users", "k\0ey:é"));
         // The next key of another table is not given the cached name.
         let (_, other, _) = decode_record_key(
             &encode_record_key(3, &TableName::new("user").unwrap(), "k"),

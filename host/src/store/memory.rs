@@ -5,11 +5,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::layout::{decode_stored, encode_record_key, fragment_prefix};
+use super::layout::{decode_loaded, encode_record_key, fragment_prefix};
 use super::{
-    EntryVisitor, Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError,
-    StoredRecord, prefix_end,
+    EntryVisitor, Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, LoadedRecord, StoreBatch,
+    StoreError, prefix_end,
 };
+
+/// What [`MemoryStore::dump`] returns: records, then the other families.
+#[cfg(test)]
+pub(crate) type StoreDump = (Vec<(Vec<u8>, Vec<u8>)>, Vec<(u8, Vec<u8>, Vec<u8>)>);
 
 /// An entry of a non-record family: `(family, key)`.
 type FamilyKey = (u8, Vec<u8>);
@@ -106,6 +110,25 @@ impl MemoryStore {
         }
     }
 
+    /// Every entry, in key order: records, then `(family, key, value)` of
+    /// the other families.
+    #[cfg(test)]
+    pub(crate) fn dump(&self) -> StoreDump {
+        let records = self
+            .records
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let families = self
+            .families
+            .lock()
+            .iter()
+            .map(|((family, k), v)| (*family, k.clone(), v.clone()))
+            .collect();
+        (records, families)
+    }
+
     /// Number of persisted records.
     pub fn record_count(&self) -> usize {
         self.records.lock().len()
@@ -116,7 +139,7 @@ impl KvStore for MemoryStore {
     fn load_fragment(
         &self,
         fragment: FragmentId,
-        visit: &mut dyn FnMut(StoredRecord) -> Result<(), StoreError>,
+        visit: &mut dyn FnMut(LoadedRecord<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let prefix = fragment_prefix(fragment);
         let entries: Vec<_> = self
@@ -126,13 +149,9 @@ impl KvStore for MemoryStore {
             .take_while(|(k, _)| k.starts_with(&prefix))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        let mut last_table = None;
         for (raw_key, raw_value) in entries {
-            visit(decode_stored(
-                &raw_key,
-                &raw_value,
-                &mut None,
-                std::sync::Arc::from,
-            )?)?;
+            visit(decode_loaded(&raw_key, &raw_value, &mut last_table)?)?;
         }
         Ok(())
     }

@@ -13,13 +13,15 @@ use std::sync::Arc;
 
 pub(crate) use committer::Committer;
 pub use memory::MemoryStore;
+#[cfg(test)]
+pub(crate) use memory::StoreDump;
 pub(crate) use meta::DataDirMeta;
 pub use meta::MetaError;
 pub use outbox::PendingEvent;
 pub use rocks::RocksStore;
 
 use crate::names::TableName;
-use crate::record::Record;
+use crate::record::{Record, RecordView};
 
 /// Index of a fragment: `0..fragment_count`.
 pub type FragmentId = u32;
@@ -61,6 +63,20 @@ pub struct StoredRecord {
     pub key: Arc<str>,
     /// The record (live, tombstone or expiry tombstone).
     pub record: Record,
+}
+
+/// One persisted record as a load reads it, borrowed from the store's
+/// buffers for the length of one visit.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadedRecord<'a> {
+    /// Fragment the key belongs to.
+    pub fragment: FragmentId,
+    /// Table of the record.
+    pub table: &'a TableName,
+    /// The key.
+    pub key: &'a str,
+    /// The record's fields.
+    pub record: RecordView<'a>,
 }
 
 /// Where a record is stored: the key of a removal.
@@ -158,11 +174,12 @@ pub struct StoreStats {
 /// run them on the committer thread or a blocking pool, never on a tokio
 /// worker.
 pub trait KvStore: Send + Sync + 'static {
-    /// Visit every record of `fragment` in key order. Errors stop the load.
+    /// Visit every record of `fragment` in key order, borrowed (a visitor
+    /// copies what it keeps). Errors stop the load.
     fn load_fragment(
         &self,
         fragment: FragmentId,
-        visit: &mut dyn FnMut(StoredRecord) -> Result<(), StoreError>,
+        visit: &mut dyn FnMut(LoadedRecord<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
 
     /// Commit `batches` as one atomic write, in order. With `sync` the call

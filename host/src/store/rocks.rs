@@ -8,10 +8,10 @@ use rocksdb::{
     ReadOptions, WriteBatch, WriteOptions,
 };
 
-use super::layout::{decode_stored, encode_record_key, fragment_prefix};
+use super::layout::{decode_loaded, encode_record_key, fragment_prefix};
 use super::{
-    EntryVisitor, Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, StoreBatch, StoreError,
-    StoreStats, StoredRecord, prefix_end,
+    EntryVisitor, Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, LoadedRecord, StoreBatch,
+    StoreError, StoreStats, prefix_end,
 };
 
 /// Records: `(fragment, table, key) -> Record envelope`.
@@ -141,11 +141,10 @@ impl KvStore for RocksStore {
     fn load_fragment(
         &self,
         fragment: FragmentId,
-        visit: &mut dyn FnMut(StoredRecord) -> Result<(), StoreError>,
+        visit: &mut dyn FnMut(LoadedRecord<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let records = self.family(CF_RECORDS)?;
         let prefix = fragment_prefix(fragment);
-        let mut writers: Vec<Arc<str>> = Vec::new();
         let mut last_table = None;
         // One pass over every record: reading ahead helps, caching blocks
         // that will not be read again does not.
@@ -161,21 +160,7 @@ impl KvStore for RocksStore {
             if !raw_key.starts_with(&prefix) {
                 break;
             }
-            // Writers repeat across records: share one allocation per writer.
-            let stored = decode_stored(
-                &raw_key,
-                &raw_value,
-                &mut last_table,
-                |writer| match writers.iter().find(|w| ***w == *writer) {
-                    Some(shared) => shared.clone(),
-                    None => {
-                        let shared: Arc<str> = Arc::from(writer);
-                        writers.push(shared.clone());
-                        shared
-                    }
-                },
-            )?;
-            visit(stored)?;
+            visit(decode_loaded(&raw_key, &raw_value, &mut last_table)?)?;
         }
         Ok(())
     }

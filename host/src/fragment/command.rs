@@ -1,0 +1,425 @@
+//! Fragment commands: the one way a fragment's records change, decided by
+//! the proposer and applied alike wherever they are applied.
+//!
+//! A change is made in two steps. The proposer (the single node today, a
+//! fragment group's leader in a cluster) decides everything that depends on
+//! it: the version of a write, the time a delete or an expiry is judged at,
+//! which records are due, which tombstones are old enough, the outbox
+//! sequence number of each event. It then applies the [`Command`] holding
+//! those decisions. Applying reads only the command and the fragment's
+//! state, so the same commands applied in the same order to equal states
+//! leave equal records, revisions, write buffers and outbox events: the
+//! property a replicated log needs, and what this module's tests check.
+//! Applying never refuses (room in the write buffer is the proposer's
+//! check) and skips an item whose record changed since it was chosen.
+#![cfg_attr(
+    not(test),
+    allow(
+        dead_code,
+        reason = "the codec and proposed writes serve the fragment state machine that replicates these commands (issue 16's next step); tests use them today"
+    )
+)]
+
+use std::sync::Arc;
+
+use ebb_proto::Message;
+use ebb_proto::fragment::v1 as pb;
+
+use super::error::BacklogFull;
+use super::partition::{ApplyOutcome, Partition};
+use super::state::{FragmentState, Mutation, WriteOutcome};
+use crate::names::{TableName, validate_key};
+use crate::record::{Record, RecordKind, Version, own_writer};
+use crate::store::PendingEvent;
+
+/// A change to a fragment, fully decided by its proposer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Command {
+    /// Put a value or a delete's tombstone.
+    Write(WriteCommand),
+    /// Convert due records into expiry tombstones.
+    Expire(ExpireCommand),
+    /// Remove old tombstones.
+    Purge(PurgeCommand),
+}
+
+/// Put `record` at `key` under last-writer-wins. A tombstone (a delete)
+/// applies only if the key is visible at `at_ms`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WriteCommand {
+    /// Table of the key.
+    pub(crate) table: TableName,
+    /// The key.
+    pub(crate) key: Arc<str>,
+    /// The record, versioned by the proposer.
+    pub(crate) record: Record,
+    /// When the proposer judged the write (a delete's visibility check).
+    pub(crate) at_ms: u64,
+}
+
+/// A record the proposer found due.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Due {
+    /// Table of the key.
+    pub(crate) table: TableName,
+    /// The key.
+    pub(crate) key: Arc<str>,
+    /// The version found due; nothing happens if the key holds another.
+    pub(crate) version: Version,
+    /// Outbox sequence number of its event; `None` when the table has no
+    /// expiry handler.
+    pub(crate) outbox_seq: Option<u64>,
+}
+
+/// Convert each listed record whose deadline is at or before `at_ms`, if
+/// its key still holds it. Items of one table are listed together.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct ExpireCommand {
+    /// When the proposer judged the records due.
+    pub(crate) at_ms: u64,
+    /// The records.
+    pub(crate) due: Vec<Due>,
+}
+
+/// A tombstone the proposer found old enough to purge.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Purgeable {
+    /// Table of the key.
+    pub(crate) table: TableName,
+    /// The key.
+    pub(crate) key: Arc<str>,
+    /// The tombstone's version; nothing happens if the key holds another.
+    pub(crate) version: Version,
+}
+
+/// Remove each listed tombstone standing since `cutoff_ms` or earlier, if
+/// its key still holds it. Items of one table are listed together.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct PurgeCommand {
+    /// Tombstones standing since this time or earlier may go.
+    pub(crate) cutoff_ms: u64,
+    /// The tombstones.
+    pub(crate) tombstones: Vec<Purgeable>,
+}
+
+/// What applying a command did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// The write won; `seq` is its place in the write buffer.
+    Written {
+        /// Buffer sequence number, to wait on for durability.
+        seq: u64,
+    },
+    /// The write did not apply: a newer record holds the key, or a delete
+    /// found nothing visible.
+    Skipped,
+    /// Records converted and the value bytes that released.
+    Expired {
+        /// Records turned into expiry tombstones.
+        converted: usize,
+        /// Value bytes released.
+        bytes: usize,
+    },
+    /// Tombstones removed.
+    Purged {
+        /// How many.
+        purged: usize,
+    },
+}
+
+/// A command that does not decode: a corrupt or foreign log entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("fragment command does not decode: {0}")]
+pub struct CorruptCommand(String);
+
+impl FragmentState {
+    /// Propose and apply a client mutation: version it from the node clock
+    /// and apply it as a [`WriteCommand`](super::command::WriteCommand)
+    /// (last-writer-wins merge, enqueued for the store), all under the
+    /// partition lock so versions, the index and the buffer agree on order.
+    /// A full backlog refuses the write before anything changes.
+    pub(crate) fn write(
+        &self,
+        table: &TableName,
+        key: &Arc<str>,
+        mutation: Mutation,
+        now_ms: u64,
+    ) -> Result<WriteOutcome, BacklogFull> {
+        let partition = match &mutation {
+            Mutation::Put { .. } => self.partition_or_create(table),
+            Mutation::Delete => match self.partition(table) {
+                Some(partition) => partition,
+                None => return Ok(WriteOutcome::NotFound),
+            },
+        };
+        let mut partition = partition.write();
+        if matches!(mutation, Mutation::Delete)
+            && !partition.get(key).is_some_and(|r| r.is_visible_at(now_ms))
+        {
+            return Ok(WriteOutcome::NotFound);
+        }
+        let weight = match &mutation {
+            Mutation::Put { value, .. } => value.len() + key.len() + 64,
+            Mutation::Delete => key.len() + 64,
+        };
+        self.persistence().check_room(weight)?;
+        let version = self.clock().tick();
+        let record = match mutation {
+            Mutation::Put {
+                value,
+                expires_at_ms,
+            } => Record::live(version.clone(), value, expires_at_ms),
+            Mutation::Delete => Record::tombstone(version.clone()),
+        };
+        match self.apply_write_locked(&mut partition, table, key, &record, now_ms) {
+            Applied::Written { seq } => Ok(WriteOutcome::Applied { version, seq }),
+            other => {
+                unreachable!("a fresh clock version over a visible key always wins: {other:?}")
+            }
+        }
+    }
+
+    /// Apply `command`. Deterministic: reads only the command and this
+    /// fragment's records (see the module docs); never refuses.
+    pub(crate) fn apply_command(&self, command: &Command) -> Applied {
+        match command {
+            Command::Write(write) => self.apply_write(write),
+            Command::Expire(expire) => self.apply_expire(expire),
+            Command::Purge(purge) => self.apply_purge(purge),
+        }
+    }
+
+    fn apply_write(&self, write: &WriteCommand) -> Applied {
+        let partition = if write.record.kind == RecordKind::Live {
+            self.partition_or_create(&write.table)
+        } else {
+            match self.partition(&write.table) {
+                Some(partition) => partition,
+                None => return Applied::Skipped,
+            }
+        };
+        let mut partition = partition.write();
+        self.apply_write_locked(
+            &mut partition,
+            &write.table,
+            &write.key,
+            &write.record,
+            write.at_ms,
+        )
+    }
+
+    /// Apply one write to `partition` (the locked partition of `table`):
+    /// the state change of [`WriteCommand`], shared by the proposer's path,
+    /// which holds the lock from versioning to here.
+    pub(crate) fn apply_write_locked(
+        &self,
+        partition: &mut Partition,
+        table: &TableName,
+        key: &Arc<str>,
+        record: &Record,
+        at_ms: u64,
+    ) -> Applied {
+        if record.kind == RecordKind::Tombstone
+            && !partition.get(key).is_some_and(|e| e.is_visible_at(at_ms))
+        {
+            return Applied::Skipped;
+        }
+        // Under the lock, so the buffer sees winners in the index's order.
+        if partition.apply(key, record) == ApplyOutcome::Superseded {
+            return Applied::Skipped;
+        }
+        self.clock()
+            .observe(record.version.hlc_ms, record.version.counter);
+        let (seq, full) = self.persistence().enqueue(table, key, record);
+        if let Some(deadline) = record.deadline() {
+            self.expiry_wake().offer(deadline);
+        }
+        if full {
+            self.persistence().flush_in_background();
+        }
+        Applied::Written { seq }
+    }
+
+    fn apply_expire(&self, expire: &ExpireCommand) -> Applied {
+        let (mut converted, mut bytes) = (0, 0);
+        for run in expire.due.chunk_by(|a, b| a.table == b.table) {
+            let table = &run[0].table;
+            let Some(partition) = self.partition(table) else {
+                continue;
+            };
+            let mut partition = partition.write();
+            for due in run {
+                let Some(current) = partition.get(&due.key) else {
+                    continue;
+                };
+                if current.kind() != RecordKind::Live
+                    || current.version() != due.version
+                    || current.deadline().is_none_or(|at| at > expire.at_ms)
+                {
+                    continue;
+                }
+                let record = current.record();
+                let tombstone = record.to_expiry_tombstone();
+                match due.outbox_seq {
+                    Some(seq) => {
+                        let event = PendingEvent::new(
+                            self.id(),
+                            seq,
+                            table,
+                            &due.key,
+                            &record,
+                            expire.at_ms,
+                        );
+                        self.persistence()
+                            .enqueue_expiry(table, &due.key, &tombstone, event);
+                    }
+                    None => {
+                        self.persistence().enqueue(table, &due.key, &tombstone);
+                    }
+                }
+                partition.apply(&due.key, &tombstone);
+                converted += 1;
+                bytes += record.value.len();
+            }
+        }
+        Applied::Expired { converted, bytes }
+    }
+
+    fn apply_purge(&self, purge: &PurgeCommand) -> Applied {
+        let mut purged = 0;
+        for run in purge.tombstones.chunk_by(|a, b| a.table == b.table) {
+            let table = &run[0].table;
+            let Some(partition) = self.partition(table) else {
+                continue;
+            };
+            let mut partition = partition.write();
+            for item in run {
+                if partition
+                    .remove_tombstone(&item.key, &item.version, purge.cutoff_ms)
+                    .is_some()
+                {
+                    self.persistence().enqueue_removal(table, &item.key);
+                    purged += 1;
+                }
+            }
+        }
+        Applied::Purged { purged }
+    }
+}
+
+impl Command {
+    /// The `ebb.fragment.v1.Command` bytes of this command.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let command = match self {
+            Command::Write(write) => pb::command::Command::Write(pb::Write {
+                table: write.table.as_str().to_string(),
+                key: write.key.to_string(),
+                record: write.record.encode().into(),
+                at_ms: write.at_ms,
+            }),
+            Command::Expire(expire) => pb::command::Command::Expire(pb::Expire {
+                at_ms: expire.at_ms,
+                due: expire
+                    .due
+                    .iter()
+                    .map(|due| pb::Due {
+                        table: due.table.as_str().to_string(),
+                        key: due.key.to_string(),
+                        version: Some(version_message(&due.version)),
+                        outbox_seq: due.outbox_seq,
+                    })
+                    .collect(),
+            }),
+            Command::Purge(purge) => pb::command::Command::Purge(pb::Purge {
+                cutoff_ms: purge.cutoff_ms,
+                tombstones: purge
+                    .tombstones
+                    .iter()
+                    .map(|item| pb::Purgeable {
+                        table: item.table.as_str().to_string(),
+                        key: item.key.to_string(),
+                        version: Some(version_message(&item.version)),
+                    })
+                    .collect(),
+            }),
+        };
+        pb::Command {
+            command: Some(command),
+        }
+        .encode_to_vec()
+    }
+
+    /// Decode [`Self::encode`]'s bytes. Anything else (garbage, a missing
+    /// part, a table name or key that is not valid) is a [`CorruptCommand`].
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, CorruptCommand> {
+        let message = pb::Command::decode(bytes).map_err(|e| CorruptCommand(e.to_string()))?;
+        match message.command {
+            Some(pb::command::Command::Write(write)) => Ok(Command::Write(WriteCommand {
+                table: table(&write.table)?,
+                key: key(write.key)?,
+                record: Record::decode(&write.record, own_writer)
+                    .map_err(|e| CorruptCommand(e.to_string()))?,
+                at_ms: write.at_ms,
+            })),
+            Some(pb::command::Command::Expire(expire)) => Ok(Command::Expire(ExpireCommand {
+                at_ms: expire.at_ms,
+                due: expire
+                    .due
+                    .into_iter()
+                    .map(|due| {
+                        Ok(Due {
+                            table: table(&due.table)?,
+                            key: key(due.key)?,
+                            version: version(due.version)?,
+                            outbox_seq: due.outbox_seq,
+                        })
+                    })
+                    .collect::<Result<_, CorruptCommand>>()?,
+            })),
+            Some(pb::command::Command::Purge(purge)) => Ok(Command::Purge(PurgeCommand {
+                cutoff_ms: purge.cutoff_ms,
+                tombstones: purge
+                    .tombstones
+                    .into_iter()
+                    .map(|item| {
+                        Ok(Purgeable {
+                            table: table(&item.table)?,
+                            key: key(item.key)?,
+                            version: version(item.version)?,
+                        })
+                    })
+                    .collect::<Result<_, CorruptCommand>>()?,
+            })),
+            None => Err(CorruptCommand("the command is empty".into())),
+        }
+    }
+}
+
+fn version_message(version: &Version) -> pb::Version {
+    pb::Version {
+        hlc_ms: version.hlc_ms,
+        counter: version.counter,
+        writer: version.writer.to_string(),
+    }
+}
+
+fn version(message: Option<pb::Version>) -> Result<Version, CorruptCommand> {
+    let message = message.ok_or_else(|| CorruptCommand("an item has no version".into()))?;
+    Ok(Version {
+        hlc_ms: message.hlc_ms,
+        counter: message.counter,
+        writer: Arc::from(message.writer),
+    })
+}
+
+fn key(key: String) -> Result<Arc<str>, CorruptCommand> {
+    validate_key(&key).map_err(|e| CorruptCommand(e.to_string()))?;
+    Ok(Arc::from(key))
+}
+
+fn table(name: &str) -> Result<TableName, CorruptCommand> {
+    TableName::system(name).map_err(|e| CorruptCommand(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

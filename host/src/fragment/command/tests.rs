@@ -1,0 +1,372 @@
+//! Commands applied to fresh states in the same order leave equal states;
+//! the codec round-trips every command and refuses garbage.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::*;
+use crate::clock::HybridClock;
+use crate::fragment::flush::{ExpiryOutbox, Persistence};
+use crate::store::{Committer, MemoryStore, StoreDump};
+
+/// An outbox that binds the table `bound` and numbers events from 1.
+#[derive(Default)]
+struct BindsOne(AtomicU64);
+
+impl ExpiryOutbox for BindsOne {
+    fn is_bound(&self, table: &TableName) -> bool {
+        table.as_str() == "bound"
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn deliver(&self, _: Vec<PendingEvent>) {}
+}
+
+struct Replica {
+    state: FragmentState,
+    store: Arc<MemoryStore>,
+}
+
+fn replica() -> Replica {
+    let store = Arc::new(MemoryStore::new());
+    let committer = Arc::new(Committer::start(store.clone()).unwrap());
+    let state = FragmentState::new(
+        3,
+        HashMap::new(),
+        Arc::new(Persistence::new(
+            3,
+            committer,
+            1_000_000,
+            1 << 30,
+            Arc::new(BindsOne::default()),
+        )),
+        Arc::new(HybridClock::new(Arc::from("replica"), 0, 0)),
+    );
+    Replica { state, store }
+}
+
+/// One partition as observed: its table, entries, revision, live and
+/// tombstone counts, and memory.
+#[derive(Debug, PartialEq)]
+struct ObservedPartition {
+    table: String,
+    entries: Vec<(String, Record)>,
+    revision: u64,
+    live: usize,
+    tombstones: usize,
+    memory_bytes: usize,
+}
+
+/// Everything a replica's state is made of: per table (in name order) its
+/// entries, revision and counts; then what its write buffer put in the
+/// store (records, outbox events, every other family).
+#[derive(Debug, PartialEq)]
+struct Observed {
+    partitions: Vec<ObservedPartition>,
+    clock: (u64, u64),
+    store: StoreDump,
+}
+
+async fn observe(replica: &Replica) -> Observed {
+    replica.state.persistence().flush().await.unwrap();
+    let mut partitions: Vec<_> = replica
+        .state
+        .partitions()
+        .into_iter()
+        .map(|(table, partition)| {
+            let partition = partition.read();
+            let entries = partition
+                .snapshot_at(0)
+                .range::<std::ops::RangeFull>(..)
+                .map(|e| (e.key().to_string(), e.record()))
+                .collect();
+            ObservedPartition {
+                table: table.as_str().to_string(),
+                entries,
+                revision: partition.revision(),
+                live: partition.live_count(),
+                tombstones: partition.tombstone_count(),
+                memory_bytes: partition.memory_bytes(),
+            }
+        })
+        .collect();
+    partitions.sort_by(|a, b| a.table.cmp(&b.table));
+    Observed {
+        partitions,
+        clock: replica.state.clock().high_water(),
+        store: replica.store.dump(),
+    }
+}
+
+const TABLES: [&str; 2] = ["bound", "plain"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// A put at the proposer's next version, with an optional TTL.
+    Put {
+        table: usize,
+        key: u8,
+        value: Vec<u8>,
+        ttl: Option<u16>,
+    },
+    /// A delete at the proposer's next version.
+    Delete { table: usize, key: u8 },
+    /// A write at an old version (from a deposed leader, say): it loses
+    /// wherever a newer record holds the key.
+    Stale { table: usize, key: u8, back: u16 },
+    /// Time passes.
+    Advance(u16),
+    /// The proposer converts what is due.
+    Expire,
+    /// The proposer chooses what is due, a put to `key` lands first, then
+    /// the conversion applies: it must skip the rewritten key.
+    ExpireRace { table: usize, key: u8 },
+    /// The proposer purges tombstones older than `retention`.
+    Purge { retention: u16 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let table = 0..TABLES.len();
+    let key = 0u8..12;
+    prop_oneof![
+        4 => (table.clone(), key.clone(), proptest::collection::vec(any::<u8>(), 0..24), proptest::option::of(1u16..400))
+            .prop_map(|(table, key, value, ttl)| Op::Put { table, key, value, ttl }),
+        2 => (table.clone(), key.clone()).prop_map(|(table, key)| Op::Delete { table, key }),
+        1 => (table.clone(), key.clone(), 0u16..500).prop_map(|(table, key, back)| Op::Stale { table, key, back }),
+        2 => (1u16..300).prop_map(Op::Advance),
+        1 => Just(Op::Expire),
+        1 => (table, key).prop_map(|(table, key)| Op::ExpireRace { table, key }),
+        1 => (0u16..300).prop_map(|retention| Op::Purge { retention }),
+    ]
+}
+
+/// Drives a proposer and hands every command it applies to the replicas
+/// too, through the codec as a log would.
+struct Cluster {
+    proposer: Replica,
+    replicas: [Replica; 2],
+    clock: HybridClock,
+    now: u64,
+}
+
+impl Cluster {
+    fn apply(&self, command: Command) {
+        let bytes = command.encode();
+        let decoded = Command::decode(&bytes).unwrap();
+        assert_eq!(decoded, command, "the codec round-trips");
+        let applied = self.proposer.state.apply_command(&command);
+        for replica in &self.replicas {
+            assert_eq!(replica.state.apply_command(&decoded), applied);
+        }
+    }
+
+    fn write(&self, table: usize, key: u8, record: Record) {
+        self.apply(Command::Write(WriteCommand {
+            table: TableName::new(TABLES[table]).unwrap(),
+            key: Arc::from(format!("k{key:02}")),
+            record,
+            at_ms: self.now,
+        }));
+    }
+
+    fn run(&mut self, op: Op) {
+        match op {
+            Op::Put {
+                table,
+                key,
+                value,
+                ttl,
+            } => {
+                let version = self.clock.tick_at(self.now);
+                let deadline = ttl.map(|ttl| self.now + u64::from(ttl));
+                self.write(
+                    table,
+                    key,
+                    Record::live(version, Bytes::from(value), deadline),
+                );
+            }
+            Op::Delete { table, key } => {
+                let version = self.clock.tick_at(self.now);
+                self.write(table, key, Record::tombstone(version));
+            }
+            Op::Stale { table, key, back } => {
+                let version = Version {
+                    hlc_ms: self.now.saturating_sub(u64::from(back)),
+                    counter: 0,
+                    writer: Arc::from("deposed"),
+                };
+                self.write(
+                    table,
+                    key,
+                    Record::live(version, Bytes::from_static(b"old"), None),
+                );
+            }
+            Op::Advance(ms) => self.now += u64::from(ms),
+            Op::Expire => loop {
+                let (command, more) = self.proposer.state.due_page(self.now);
+                self.apply(Command::Expire(command));
+                if !more {
+                    break;
+                }
+            },
+            Op::ExpireRace { table, key } => {
+                let (command, _) = self.proposer.state.due_page(self.now);
+                let version = self.clock.tick_at(self.now);
+                self.write(
+                    table,
+                    key,
+                    Record::live(version, Bytes::from_static(b"new"), None),
+                );
+                self.apply(Command::Expire(command));
+            }
+            Op::Purge { retention } => loop {
+                let cutoff = self.now.saturating_sub(u64::from(retention));
+                let (command, more) = self.proposer.state.purgeable_page(cutoff);
+                self.apply(Command::Purge(command));
+                if !more {
+                    break;
+                }
+            },
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The same commands in the same order leave the same records,
+    /// revisions, counts, clock, store contents and outbox on every
+    /// replica, whatever the mix of writes, stale writes, conversions,
+    /// raced conversions and purges.
+    #[test]
+    fn the_same_commands_leave_the_same_state(ops in proptest::collection::vec(op(), 1..120)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let mut cluster = Cluster {
+                proposer: replica(),
+                replicas: [replica(), replica()],
+                clock: HybridClock::new(Arc::from("leader"), 0, 0),
+                now: 1_000,
+            };
+            for op in ops {
+                cluster.run(op);
+            }
+            let proposer = observe(&cluster.proposer).await;
+            for replica in &cluster.replicas {
+                let observed = observe(replica).await;
+                prop_assert_eq!(&observed, &proposer);
+            }
+            Ok(())
+        })?;
+    }
+}
+
+#[tokio::test]
+async fn a_conversion_skips_a_rewritten_key_and_a_purge_a_revived_one() {
+    let replica = replica();
+    let state = &replica.state;
+    let table = TableName::new("bound").unwrap();
+    let key: Arc<str> = Arc::from("k");
+    let at = |hlc_ms| Version {
+        hlc_ms,
+        counter: 0,
+        writer: Arc::from("w"),
+    };
+    let write = |record: Record, at_ms| {
+        state.apply_command(&Command::Write(WriteCommand {
+            table: table.clone(),
+            key: key.clone(),
+            record,
+            at_ms,
+        }))
+    };
+    assert!(matches!(
+        write(Record::live(at(1), Bytes::from_static(b"a"), Some(10)), 1),
+        Applied::Written { .. }
+    ));
+    let (due, more) = state.due_page(20);
+    assert!(!more);
+    assert_eq!(due.due.len(), 1);
+    assert_eq!(
+        due.due[0].outbox_seq,
+        Some(1),
+        "a bound table's event is numbered"
+    );
+    // A newer write lands between choosing and applying.
+    write(Record::live(at(2), Bytes::from_static(b"b"), Some(10)), 2);
+    assert_eq!(
+        state.apply_command(&Command::Expire(due)),
+        Applied::Expired {
+            converted: 0,
+            bytes: 0
+        }
+    );
+    // A delete of an invisible key and a losing write are skipped.
+    assert_eq!(write(Record::tombstone(at(3)), 50), Applied::Skipped);
+    assert_eq!(
+        write(Record::live(at(1), Bytes::new(), None), 2),
+        Applied::Skipped
+    );
+    assert!(matches!(
+        write(Record::tombstone(at(3)), 5),
+        Applied::Written { .. }
+    ));
+    let (purge, _) = state.purgeable_page(100);
+    assert_eq!(purge.tombstones.len(), 1);
+    write(Record::live(at(4), Bytes::from_static(b"c"), None), 6);
+    assert_eq!(
+        state.apply_command(&Command::Purge(purge)),
+        Applied::Purged { purged: 0 },
+        "the key was written again: its value stays"
+    );
+    assert_eq!(
+        state.get(&table, "k", 7).unwrap().value,
+        Bytes::from_static(b"c")
+    );
+    assert_eq!(
+        state.clock().high_water(),
+        (4, 0),
+        "applied versions raise the clock"
+    );
+}
+
+#[test]
+fn garbage_and_incomplete_commands_are_corrupt() {
+    assert!(Command::decode(b"\xff\xff").is_err());
+    assert!(Command::decode(&[]).is_err(), "an empty command");
+    let no_version = pb::Command {
+        command: Some(pb::command::Command::Purge(pb::Purge {
+            cutoff_ms: 1,
+            tombstones: vec![pb::Purgeable {
+                table: "t".into(),
+                key: "k".into(),
+                version: None,
+            }],
+        })),
+    }
+    .encode_to_vec();
+    assert!(Command::decode(&no_version).is_err());
+    let bad_table = pb::Command {
+        command: Some(pb::command::Command::Write(pb::Write {
+            table: "no spaces allowed".into(),
+            key: "k".into(),
+            record: Record::tombstone(Version {
+                hlc_ms: 1,
+                counter: 0,
+                writer: Arc::from("w"),
+            })
+            .encode()
+            .into(),
+            at_ms: 0,
+        })),
+    }
+    .encode_to_vec();
+    assert!(Command::decode(&bad_table).is_err());
+}
