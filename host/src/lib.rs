@@ -17,6 +17,7 @@
 
 pub mod alloc;
 pub mod clock;
+pub mod cluster;
 pub mod codec;
 pub mod exec;
 pub mod expiry;

@@ -1,0 +1,233 @@
+//! Placement: which nodes hold each fragment's replicas, by rendezvous
+//! (highest random weight) hashing over node ids.
+//!
+//! Every node scores every fragment with a hash of the pair; a fragment's
+//! replicas are the `R` nodes with the highest scores, the first of them
+//! its preferred leader. The result depends only on the fragment, the set
+//! of node ids and `R`, so every node computes the same placement, and a
+//! change of members moves as little as it can: a node that joins enters
+//! exactly the fragments where it outranks a current replica (taking that
+//! one replica's place), and a node that leaves is replaced only in the
+//! fragments it held, by the next-ranked node. The metadata group stores
+//! the placement it decided, so a move is an explicit membership change of
+//! the group, never a silent consequence of a recomputation.
+//!
+//! The score is the first 8 bytes of SHA-256 over the fragment and node id
+//! (big-endian, with a domain tag): fixed by this file, the same on every
+//! platform and release, so placements never change under an upgrade.
+
+use sha2::{Digest, Sha256};
+
+use crate::raft::NodeId;
+use crate::store::FragmentId;
+
+/// A placement that cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// A replication factor of zero.
+    #[error("replication must be at least 1 (--replication)")]
+    ZeroReplication,
+    /// Fewer nodes than replicas.
+    #[error(
+        "replication {replication} needs at least {replication} nodes but the cluster has {nodes}; lower --replication or add nodes to --peers"
+    )]
+    TooFewNodes {
+        /// The replication factor asked for.
+        replication: usize,
+        /// The nodes there are.
+        nodes: usize,
+    },
+    /// A node id listed twice.
+    #[error("node id {0} is listed twice in --peers")]
+    DuplicateNode(NodeId),
+}
+
+const DOMAIN: &[u8] = b"ebb placement v1";
+
+fn score(fragment: FragmentId, node: NodeId) -> u64 {
+    let mut hash = Sha256::new();
+    hash.update(DOMAIN);
+    hash.update(fragment.to_be_bytes());
+    hash.update(node.to_be_bytes());
+    let digest = hash.finalize();
+    u64::from_be_bytes(digest[..8].try_into().expect("SHA-256 has 32 bytes"))
+}
+
+fn check(nodes: &[NodeId], replication: usize) -> Result<(), PlacementError> {
+    if replication == 0 {
+        return Err(PlacementError::ZeroReplication);
+    }
+    let mut sorted = nodes.to_vec();
+    sorted.sort_unstable();
+    if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(PlacementError::DuplicateNode(pair[0]));
+    }
+    if nodes.len() < replication {
+        return Err(PlacementError::TooFewNodes {
+            replication,
+            nodes: nodes.len(),
+        });
+    }
+    Ok(())
+}
+
+/// The `replication` nodes of `nodes` that hold `fragment`, highest score
+/// first (the first is the preferred leader). The order of `nodes` does not
+/// matter; ties in score (a 2^-64 chance) go to the smaller node id.
+pub fn replicas(
+    fragment: FragmentId,
+    nodes: &[NodeId],
+    replication: usize,
+) -> Result<Vec<NodeId>, PlacementError> {
+    check(nodes, replication)?;
+    let mut ranked: Vec<(u64, NodeId)> = nodes
+        .iter()
+        .map(|&node| (score(fragment, node), node))
+        .collect();
+    ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(ranked
+        .into_iter()
+        .take(replication)
+        .map(|(_, node)| node)
+        .collect())
+}
+
+/// [`replicas`] of every fragment `0..fragments`, in fragment order.
+pub fn place(
+    fragments: u32,
+    nodes: &[NodeId],
+    replication: usize,
+) -> Result<Vec<Vec<NodeId>>, PlacementError> {
+    check(nodes, replication)?;
+    (0..fragments)
+        .map(|fragment| replicas(fragment, nodes, replication))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeSet, HashMap};
+
+    use super::*;
+
+    const FRAGMENTS: u32 = 4096;
+
+    fn sets(placement: &[Vec<NodeId>]) -> Vec<BTreeSet<NodeId>> {
+        placement
+            .iter()
+            .map(|replicas| replicas.iter().copied().collect())
+            .collect()
+    }
+
+    #[test]
+    fn placement_is_a_function_of_the_set_of_nodes() {
+        let a = place(64, &[1, 2, 3, 4, 5], 3).unwrap();
+        let b = place(64, &[5, 3, 1, 4, 2], 3).unwrap();
+        assert_eq!(a, b, "the order nodes are listed in does not matter");
+        for replicas in &a {
+            assert_eq!(replicas.len(), 3);
+            assert_eq!(replicas.iter().collect::<BTreeSet<_>>().len(), 3);
+        }
+        // Fixed scores: the placement of this file never changes (values
+        // computed independently from the SHA-256 definition above).
+        assert_eq!(
+            place(3, &[1, 2, 3, 4, 5], 3).unwrap(),
+            [vec![4, 3, 1], vec![5, 1, 4], vec![1, 4, 5]]
+        );
+        assert_eq!(
+            replicas(7, &[1, 2, 3, 4, 5], 3).unwrap(),
+            replicas(7, &[1, 2, 3, 4, 5], 5).unwrap()[..3],
+            "the first R of a larger R are the same nodes"
+        );
+    }
+
+    #[test]
+    fn replicas_and_leaders_spread_evenly() {
+        let nodes = [1, 2, 3, 4, 5];
+        let placement = place(FRAGMENTS, &nodes, 3).unwrap();
+        let mut held: HashMap<NodeId, usize> = HashMap::new();
+        let mut leads: HashMap<NodeId, usize> = HashMap::new();
+        for replicas in &placement {
+            for node in replicas {
+                *held.entry(*node).or_default() += 1;
+            }
+            *leads.entry(replicas[0]).or_default() += 1;
+        }
+        let fair_held = FRAGMENTS as f64 * 3.0 / 5.0;
+        let fair_leads = FRAGMENTS as f64 / 5.0;
+        for node in nodes {
+            let h = held[&node] as f64;
+            let l = leads[&node] as f64;
+            assert!(
+                (h - fair_held).abs() < fair_held * 0.1,
+                "node {node} holds {h}"
+            );
+            assert!(
+                (l - fair_leads).abs() < fair_leads * 0.15,
+                "node {node} leads {l}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_joining_node_takes_one_place_where_it_outranks_and_no_other_moves() {
+        let before = sets(&place(FRAGMENTS, &[1, 2, 3, 4, 5], 3).unwrap());
+        let after = sets(&place(FRAGMENTS, &[1, 2, 3, 4, 5, 6], 3).unwrap());
+        let mut moved = 0;
+        for (old, new) in before.iter().zip(&after) {
+            if old == new {
+                continue;
+            }
+            moved += 1;
+            assert!(new.contains(&6), "only the new node enters");
+            assert_eq!(old.difference(new).count(), 1, "exactly one replica leaves");
+        }
+        // The new node ends up with its fair share, 3/6 of the fragments.
+        let fair = FRAGMENTS as f64 / 2.0;
+        assert!(
+            (moved as f64 - fair).abs() < fair * 0.1,
+            "{moved} fragments moved"
+        );
+    }
+
+    #[test]
+    fn a_leaving_node_is_replaced_only_where_it_was() {
+        let before = sets(&place(FRAGMENTS, &[1, 2, 3, 4, 5], 3).unwrap());
+        let after = sets(&place(FRAGMENTS, &[1, 2, 4, 5], 3).unwrap());
+        for (old, new) in before.iter().zip(&after) {
+            if old.contains(&3) {
+                assert!(!new.contains(&3));
+                assert_eq!(old.intersection(new).count(), 2, "the other two stay");
+            } else {
+                assert_eq!(old, new, "fragments without the node do not move");
+            }
+        }
+    }
+
+    #[test]
+    fn impossible_placements_say_which_flag_to_change() {
+        assert_eq!(
+            replicas(0, &[1, 2], 3),
+            Err(PlacementError::TooFewNodes {
+                replication: 3,
+                nodes: 2
+            })
+        );
+        assert_eq!(
+            replicas(0, &[1, 2, 3], 0),
+            Err(PlacementError::ZeroReplication)
+        );
+        assert_eq!(
+            place(4, &[1, 2, 2], 1),
+            Err(PlacementError::DuplicateNode(2))
+        );
+        assert!(
+            PlacementError::TooFewNodes {
+                replication: 3,
+                nodes: 2
+            }
+            .to_string()
+            .contains("--replication")
+        );
+    }
+}
