@@ -29,6 +29,7 @@ pub(crate) mod partition;
 mod periodic;
 pub(crate) mod pool;
 mod purge;
+mod replica;
 pub(crate) mod runtime;
 mod snapshotter;
 pub(crate) mod state;

@@ -177,6 +177,31 @@ impl FragmentState {
             .collect()
     }
 
+    /// Replace every partition with `loaded` (tables missing from it become
+    /// empty), enqueueing for the store the removal of every key that is
+    /// gone and the put of every record loaded, so memory and store both
+    /// hold exactly `loaded`. Each replaced partition is a new incarnation,
+    /// so guarded cursors over the old one stop with a conflict.
+    pub(crate) fn replace_all(&self, mut loaded: HashMap<TableName, Partition>) {
+        let mut partitions = self.partitions.write();
+        for (table, partition) in partitions.iter() {
+            let mut partition = partition.write();
+            let new = loaded.remove(table).unwrap_or_default();
+            for entry in partition.snapshot_at(0).range::<std::ops::RangeFull>(..) {
+                if new.get(entry.key()).is_none() {
+                    self.persistence
+                        .enqueue_removal(table, &Arc::from(entry.key()));
+                }
+            }
+            *partition = new;
+            enqueue_all(&self.persistence, table, &partition);
+        }
+        for (table, partition) in loaded {
+            enqueue_all(&self.persistence, &table, &partition);
+            partitions.insert(table, Arc::new(RwLock::new(partition)));
+        }
+    }
+
     /// The record of `key` if it is visible at `now_ms`.
     pub(crate) fn get(&self, table: &TableName, key: &str, now_ms: u64) -> Option<Record> {
         let partition = self.partition(table)?;
@@ -218,5 +243,12 @@ impl FragmentState {
                 }
             })
             .collect()
+    }
+}
+
+/// Enqueue the put of every record of `partition` (of `table`).
+fn enqueue_all(persistence: &Persistence, table: &TableName, partition: &Partition) {
+    for entry in partition.snapshot_at(0).range::<std::ops::RangeFull>(..) {
+        persistence.enqueue(table, &Arc::from(entry.key()), &entry.record());
     }
 }

@@ -13,6 +13,8 @@ mod types;
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;
 
 pub use codec::CorruptRaftState;

@@ -1,0 +1,298 @@
+//! A fragment as a Raft group replicates it: its commands, answers and
+//! snapshots in `ebb.fragment.v1`, for the group's state machine.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use ebb_proto::Message;
+use ebb_proto::fragment::v1 as pb;
+
+use super::command::{Applied, Command};
+use super::entry::Entry;
+use super::partition::Partition;
+use super::state::FragmentState;
+use crate::names::{TableName, validate_key};
+use crate::raft::GroupMachine;
+use crate::record::{Record, own_writer};
+
+impl Applied {
+    /// The answer a group gives the proposer of the command.
+    pub(crate) fn encode(&self) -> Bytes {
+        let (kind, count, bytes) = match *self {
+            Applied::Written { .. } => (pb::outcome::Kind::Written, 0, 0),
+            Applied::Skipped => (pb::outcome::Kind::Skipped, 0, 0),
+            Applied::Expired { converted, bytes } => {
+                (pb::outcome::Kind::Expired, converted as u64, bytes as u64)
+            }
+            Applied::Purged { purged } => (pb::outcome::Kind::Purged, purged as u64, 0),
+        };
+        pb::Outcome {
+            kind: kind as i32,
+            count,
+            bytes,
+        }
+        .encode_to_vec()
+        .into()
+    }
+}
+
+impl GroupMachine for FragmentState {
+    fn apply(&self, command: &[u8]) -> Result<Bytes, String> {
+        let command = Command::decode(command).map_err(|e| e.to_string())?;
+        Ok(self.apply_command(&command).encode())
+    }
+
+    /// Tables in name order, records in key order, empty tables left out:
+    /// equal states give equal bytes.
+    fn snapshot(&self) -> Bytes {
+        let mut tables: Vec<pb::SnapshotTable> = self
+            .partitions()
+            .into_iter()
+            .map(|(table, partition)| {
+                let snapshot = partition.read().snapshot_at(0);
+                pb::SnapshotTable {
+                    table: table.as_str().to_string(),
+                    records: snapshot
+                        .range::<std::ops::RangeFull>(..)
+                        .map(|entry| pb::SnapshotRecord {
+                            key: entry.key().to_string(),
+                            record: entry.record().encode().into(),
+                        })
+                        .collect(),
+                }
+            })
+            .filter(|table| !table.records.is_empty())
+            .collect();
+        tables.sort_by(|a, b| a.table.cmp(&b.table));
+        pb::Snapshot { tables }.encode_to_vec().into()
+    }
+
+    fn restore(&self, snapshot: &[u8]) -> Result<(), String> {
+        let snapshot = pb::Snapshot::decode(snapshot).map_err(|e| e.to_string())?;
+        let mut loaded = HashMap::new();
+        for table in snapshot.tables {
+            let name = TableName::system(&table.table).map_err(|e| e.to_string())?;
+            let mut partition = Partition::new();
+            for record in table.records {
+                validate_key(&record.key).map_err(|e| e.to_string())?;
+                let decoded =
+                    Record::decode(&record.record, own_writer).map_err(|e| e.to_string())?;
+                partition.load(Entry::new(&record.key, &decoded));
+            }
+            loaded.insert(name, partition);
+        }
+        self.replace_all(loaded);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::HybridClock;
+    use crate::fragment::command::WriteCommand;
+    use crate::fragment::flush::{ExpiryOutbox, Persistence};
+    use crate::record::Version;
+    use crate::store::{Committer, MemoryStore, PendingEvent};
+
+    struct Unbound;
+
+    impl ExpiryOutbox for Unbound {
+        fn is_bound(&self, _: &TableName) -> bool {
+            false
+        }
+        fn next_seq(&self) -> u64 {
+            1
+        }
+        fn deliver(&self, _: Vec<PendingEvent>) {}
+    }
+
+    fn state() -> (FragmentState, Arc<MemoryStore>) {
+        let store = Arc::new(MemoryStore::new());
+        let committer = Arc::new(Committer::start(store.clone()).unwrap());
+        let state = FragmentState::new(
+            0,
+            HashMap::new(),
+            Arc::new(Persistence::new(
+                0,
+                committer,
+                100_000,
+                1 << 30,
+                Arc::new(Unbound),
+            )),
+            Arc::new(HybridClock::new(Arc::from("n"), 0, 0)),
+        );
+        (state, store)
+    }
+
+    fn write(table: &str, key: &str, record: Record) -> Vec<u8> {
+        Command::Write(WriteCommand {
+            table: TableName::new(table).unwrap(),
+            key: Arc::from(key),
+            record,
+            at_ms: 10,
+        })
+        .encode()
+    }
+
+    fn version(hlc_ms: u64) -> Version {
+        Version {
+            hlc_ms,
+            counter: 0,
+            writer: Arc::from("w"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_restored_snapshot_holds_exactly_the_source_s_records_in_memory_and_store() {
+        let (source, _) = state();
+        let (target, target_store) = state();
+        for (state, keys) in [(&source, ["a", "b", "c"]), (&target, ["b", "x", "y"])] {
+            for (i, key) in keys.iter().enumerate() {
+                let live = Record::live(version(i as u64 + 1), Bytes::from(*key), None);
+                let reply = state.apply(&write("t", key, live)).unwrap();
+                let outcome = pb::Outcome::decode(&reply[..]).unwrap();
+                assert_eq!(outcome.kind(), pb::outcome::Kind::Written);
+            }
+        }
+        source
+            .apply(&write("t", "c", Record::tombstone(version(9))))
+            .unwrap();
+        target
+            .apply(&write(
+                "gone",
+                "k",
+                Record::live(version(1), Bytes::new(), None),
+            ))
+            .unwrap();
+
+        target.restore(&GroupMachine::snapshot(&source)).unwrap();
+        assert_eq!(
+            GroupMachine::snapshot(&target),
+            GroupMachine::snapshot(&source),
+            "memory is the source's"
+        );
+        let t = TableName::new("t").unwrap();
+        assert_eq!(target.get(&t, "a", 20).unwrap().value, Bytes::from("a"));
+        assert!(target.get(&t, "x", 20).is_none());
+        assert!(target.get(&t, "c", 20).is_none(), "the tombstone came too");
+        assert!(
+            target
+                .get(&TableName::new("gone").unwrap(), "k", 20)
+                .is_none()
+        );
+
+        // The store holds the same: a, b and c's tombstone, nothing else.
+        target.persistence().flush().await.unwrap();
+        let (records, _) = target_store.dump();
+        assert_eq!(
+            records.len(),
+            3,
+            "x, y and gone/k were removed from the store"
+        );
+    }
+
+    /// Propose `command` to `raft` and return what applying it answered.
+    async fn propose(
+        raft: &crate::raft::testing::TestRaft<FragmentState>,
+        command: Command,
+    ) -> pb::Outcome {
+        let reply = raft
+            .client_write(crate::raft::Command(Bytes::from(command.encode())))
+            .await
+            .unwrap()
+            .data;
+        pb::Outcome::decode(&reply.0[..]).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fragment_replicas_end_equal_and_one_that_was_away_catches_up_from_a_snapshot() {
+        use crate::raft::testing::{
+            Router, cluster, eventually, last_log_index, leader_other_than, purge_past,
+        };
+
+        let router = Router::default();
+        let replicas = cluster(&router, 3, || state().0).await;
+        let leader = leader_other_than(&replicas, None).await;
+        let raft = &replicas[&leader].raft;
+        let proposer = &replicas[&leader].machine;
+        let clock = HybridClock::new(Arc::from("leader"), 0, 0);
+        let put = |key: usize, ttl: Option<u64>, now: u64| {
+            Command::Write(WriteCommand {
+                table: TableName::new("t").unwrap(),
+                key: Arc::from(format!("k{key:03}")),
+                record: Record::live(clock.tick_at(now), Bytes::from(format!("v{key}")), ttl),
+                at_ms: now,
+            })
+        };
+        for key in 0..30 {
+            let deadline = (key % 3 == 0).then_some(1_000 + key as u64);
+            let outcome = propose(raft, put(key, deadline, 1_000)).await;
+            assert_eq!(outcome.kind(), pb::outcome::Kind::Written);
+        }
+        // The leader chooses what is due and what to purge; every replica
+        // applies the same choice.
+        let (due, _) = proposer.due_page(1_020);
+        assert_eq!(due.due.len(), 7, "keys 0, 3, .., 18 are due by 1 020");
+        let outcome = propose(raft, Command::Expire(due)).await;
+        assert_eq!(
+            (outcome.kind(), outcome.count),
+            (pb::outcome::Kind::Expired, 7)
+        );
+        let (purge, _) = proposer.purgeable_page(1_020);
+        let outcome = propose(raft, Command::Purge(purge)).await;
+        assert_eq!(
+            (outcome.kind(), outcome.count),
+            (pb::outcome::Kind::Purged, 7)
+        );
+        let equal = || {
+            let snapshots: Vec<Bytes> = replicas
+                .values()
+                .map(|r| GroupMachine::snapshot(&*r.machine))
+                .collect();
+            snapshots.windows(2).all(|w| w[0] == w[1])
+        };
+        eventually("the replicas to hold the same records", equal).await;
+
+        // A follower away while the leader writes, snapshots and purges
+        // comes back from the snapshot.
+        let away = *replicas.keys().find(|id| **id != leader).unwrap();
+        router.cut.lock().insert(away);
+        for key in 30..60 {
+            propose(raft, put(key, None, 2_000)).await;
+        }
+        purge_past(raft, last_log_index(&replicas[&away].raft)).await;
+        router.cut.lock().clear();
+        eventually("the replica that was away to catch up", equal).await;
+        let t = TableName::new("t").unwrap();
+        let back = &replicas[&away].machine;
+        assert_eq!(
+            back.get(&t, "k059", 2_000).unwrap().value,
+            Bytes::from("v59")
+        );
+        assert!(back.get(&t, "k003", 2_000).is_none(), "expired and purged");
+        for replica in replicas.values() {
+            replica.raft.shutdown().await.unwrap();
+        }
+    }
+
+    #[test]
+    fn corrupt_commands_and_snapshots_are_refused() {
+        let (state, _) = state();
+        assert!(state.apply(b"\xff\xff").is_err());
+        let bad_key = pb::Snapshot {
+            tables: vec![pb::SnapshotTable {
+                table: "t".into(),
+                records: vec![pb::SnapshotRecord {
+                    key: String::new(),
+                    record: Record::tombstone(version(1)).encode().into(),
+                }],
+            }],
+        }
+        .encode_to_vec();
+        assert!(state.restore(&bad_key).is_err());
+        assert!(state.restore(b"\xff\xff").is_err());
+    }
+}
