@@ -93,9 +93,9 @@ mod tests {
     use super::*;
     use crate::clock::HybridClock;
     use crate::fragment::command::WriteCommand;
-    use crate::fragment::flush::{ExpiryOutbox, Persistence};
+    use crate::fragment::flush::ExpiryOutbox;
     use crate::record::Version;
-    use crate::store::{Committer, MemoryStore, PendingEvent};
+    use crate::store::{MemoryStore, PendingEvent};
 
     struct Unbound;
 
@@ -110,21 +110,7 @@ mod tests {
     }
 
     fn state() -> (FragmentState, Arc<MemoryStore>) {
-        let store = Arc::new(MemoryStore::new());
-        let committer = Arc::new(Committer::start(store.clone()).unwrap());
-        let state = FragmentState::new(
-            0,
-            HashMap::new(),
-            Arc::new(Persistence::new(
-                0,
-                committer,
-                100_000,
-                1 << 30,
-                Arc::new(Unbound),
-            )),
-            Arc::new(HybridClock::new(Arc::from("n"), 0, 0)),
-        );
-        (state, store)
+        FragmentState::for_tests(0, Arc::new(Unbound), "n")
     }
 
     fn write(table: &str, key: &str, record: Record) -> Vec<u8> {

@@ -131,6 +131,23 @@ impl FragmentState {
         }
     }
 
+    /// An empty fragment `id` over its own in-memory store (returned), with
+    /// `outbox`, a large write buffer and a clock of writer `node`: the
+    /// state unit tests start from.
+    #[cfg(test)]
+    pub(crate) fn for_tests(
+        id: FragmentId,
+        outbox: Arc<dyn super::flush::ExpiryOutbox>,
+        node: &str,
+    ) -> (Self, Arc<crate::store::MemoryStore>) {
+        let store = Arc::new(crate::store::MemoryStore::new());
+        let committer = Arc::new(crate::store::Committer::start(store.clone()).unwrap());
+        let persistence = Persistence::new(id, committer, 1_000_000, 1 << 30, outbox);
+        let clock = HybridClock::new(Arc::from(node), 0, 0);
+        let state = Self::new(id, HashMap::new(), Arc::new(persistence), Arc::new(clock));
+        (state, store)
+    }
+
     /// This fragment's id.
     pub(crate) fn id(&self) -> FragmentId {
         self.id

@@ -1,7 +1,6 @@
 //! Commands applied to fresh states in the same order leave equal states;
 //! the codec round-trips every command and refuses garbage.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -10,8 +9,8 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::clock::HybridClock;
-use crate::fragment::flush::{ExpiryOutbox, Persistence};
-use crate::store::{Committer, MemoryStore, StoreDump};
+use crate::fragment::flush::ExpiryOutbox;
+use crate::store::{MemoryStore, StoreDump};
 
 /// An outbox that binds the table `bound` and numbers events from 1.
 #[derive(Default)]
@@ -35,20 +34,7 @@ struct Replica {
 }
 
 fn replica() -> Replica {
-    let store = Arc::new(MemoryStore::new());
-    let committer = Arc::new(Committer::start(store.clone()).unwrap());
-    let state = FragmentState::new(
-        3,
-        HashMap::new(),
-        Arc::new(Persistence::new(
-            3,
-            committer,
-            1_000_000,
-            1 << 30,
-            Arc::new(BindsOne::default()),
-        )),
-        Arc::new(HybridClock::new(Arc::from("replica"), 0, 0)),
-    );
+    let (state, store) = FragmentState::for_tests(3, Arc::new(BindsOne::default()), "replica");
     Replica { state, store }
 }
 
