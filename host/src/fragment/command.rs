@@ -25,6 +25,9 @@ use crate::names::{TableName, validate_key};
 use crate::record::{Record, RecordKind, Version, own_writer};
 use crate::store::PendingEvent;
 
+/// Most tombstones a purge removes per hold of a partition's lock.
+const PURGE_LOCK_RECORDS: usize = 64;
+
 /// A change to a fragment, fully decided by its proposer.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Command {
@@ -280,7 +283,14 @@ impl FragmentState {
 
     fn apply_purge(&self, purge: &PurgeCommand) -> Applied {
         let mut purged = 0;
-        for run in purge.tombstones.chunk_by(|a, b| a.table == b.table) {
+        // At most PURGE_LOCK_RECORDS removals per hold of a partition lock,
+        // so readers and writers of a table with many old tombstones wait
+        // little.
+        for run in purge
+            .tombstones
+            .chunk_by(|a, b| a.table == b.table)
+            .flat_map(|run| run.chunks(PURGE_LOCK_RECORDS))
+        {
             let table = &run[0].table;
             let Some(partition) = self.partition(table) else {
                 continue;

@@ -28,7 +28,9 @@ impl FragmentState {
     /// [`ExpireCommand`], giving each of a bound table its outbox sequence
     /// number; `true` when due records remain (the page hit its budget, or
     /// the write buffer has no room for more). The proposer's half of a
-    /// conversion: nothing changes until the command is applied.
+    /// conversion: nothing changes until the command is applied. Room is
+    /// checked when choosing; writes between choosing and applying may take
+    /// some of it, so the buffer can pass its bound by at most one page.
     pub(crate) fn due_page(&self, now_ms: u64) -> (ExpireCommand, bool) {
         let mut command = ExpireCommand {
             at_ms: now_ms,

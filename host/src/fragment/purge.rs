@@ -24,6 +24,7 @@ impl FragmentState {
     /// earlier as a [`PurgeCommand`]; `true` when more remain (the page hit
     /// its budget, or the write buffer has no room for more). The
     /// proposer's half of a purge: nothing changes until it is applied.
+    /// Room is checked when choosing, as for [`Self::due_page`].
     pub(crate) fn purgeable_page(&self, cutoff_ms: u64) -> (PurgeCommand, bool) {
         let mut command = PurgeCommand {
             cutoff_ms,
