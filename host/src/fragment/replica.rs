@@ -154,7 +154,20 @@ mod tests {
             ))
             .unwrap();
 
+        source
+            .apply(&write(
+                "t",
+                "ttl",
+                Record::live(version(5), Bytes::new(), Some(500)),
+            ))
+            .unwrap();
+        target.expiry_wake().plan(u64::MAX);
         target.restore(&GroupMachine::snapshot(&source)).unwrap();
+        assert_eq!(
+            target.expiry_wake().planned(),
+            500,
+            "the cleaner wakes for restored deadlines"
+        );
         assert_eq!(
             GroupMachine::snapshot(&target),
             GroupMachine::snapshot(&source),
@@ -170,12 +183,13 @@ mod tests {
                 .is_none()
         );
 
-        // The store holds the same: a, b and c's tombstone, nothing else.
+        // The store holds the same: a, b, c's tombstone and ttl, nothing
+        // else.
         target.persistence().flush().await.unwrap();
         let (records, _) = target_store.dump();
         assert_eq!(
             records.len(),
-            3,
+            4,
             "x, y and gone/k were removed from the store"
         );
     }

@@ -73,6 +73,12 @@ impl ExpiryWake {
         }
     }
 
+    /// When the cleaner plans to wake, as last planned or offered.
+    #[cfg(test)]
+    pub(crate) fn planned(&self) -> u64 {
+        self.planned_ms.load(Ordering::Acquire)
+    }
+
     /// A future that resolves when an earlier deadline is offered. Create it
     /// (and `enable` it) before reading the deadlines it guards, so an offer
     /// in between is not missed.
@@ -216,6 +222,12 @@ impl FragmentState {
         for (table, partition) in loaded {
             enqueue_all(&self.persistence, &table, &partition);
             partitions.insert(table, Arc::new(RwLock::new(partition)));
+        }
+        drop(partitions);
+        // The cleaner plans its wake-up by the deadlines it saw; the new
+        // records may have earlier ones.
+        if let Some(deadline) = self.earliest_deadline() {
+            self.expiry_wake.offer(deadline);
         }
     }
 
