@@ -149,9 +149,7 @@ impl FragmentState {
             },
         };
         let mut partition = partition.write();
-        if matches!(mutation, Mutation::Delete)
-            && !partition.get(key).is_some_and(|r| r.is_visible_at(now_ms))
-        {
+        if matches!(mutation, Mutation::Delete) && !is_visible(&partition, key, now_ms) {
             return Ok(WriteOutcome::NotFound);
         }
         let weight = match &mutation {
@@ -167,7 +165,7 @@ impl FragmentState {
             } => Record::live(version.clone(), value, expires_at_ms),
             Mutation::Delete => Record::tombstone(version.clone()),
         };
-        match self.apply_write_locked(&mut partition, table, key, &record, now_ms) {
+        match self.apply_write_locked(&mut partition, table, key, &record) {
             Applied::Written { seq } => Ok(WriteOutcome::Applied { version, seq }),
             other => {
                 unreachable!("a fresh clock version over a visible key always wins: {other:?}")
@@ -195,37 +193,31 @@ impl FragmentState {
             }
         };
         let mut partition = partition.write();
-        self.apply_write_locked(
-            &mut partition,
-            &write.table,
-            &write.key,
-            &write.record,
-            write.at_ms,
-        )
+        if deletes_nothing(&partition, &write.key, &write.record, write.at_ms) {
+            return Applied::Skipped;
+        }
+        // A version from the proposer: later local ticks must exceed it.
+        self.clock()
+            .observe(write.record.version.hlc_ms, write.record.version.counter);
+        self.apply_write_locked(&mut partition, &write.table, &write.key, &write.record)
     }
 
-    /// Apply one write to `partition` (the locked partition of `table`):
-    /// the state change of [`WriteCommand`], shared by the proposer's path,
-    /// which holds the lock from versioning to here.
-    pub(crate) fn apply_write_locked(
+    /// Merge one write into `partition` (the locked partition of `table`)
+    /// and enqueue it for the store if it wins: the state change of a
+    /// [`WriteCommand`] once its delete check passed, shared with the
+    /// proposer's path, which holds the lock from the check and versioning
+    /// to here.
+    fn apply_write_locked(
         &self,
         partition: &mut Partition,
         table: &TableName,
         key: &Arc<str>,
         record: &Record,
-        at_ms: u64,
     ) -> Applied {
-        if record.kind == RecordKind::Tombstone
-            && !partition.get(key).is_some_and(|e| e.is_visible_at(at_ms))
-        {
-            return Applied::Skipped;
-        }
         // Under the lock, so the buffer sees winners in the index's order.
         if partition.apply(key, record) == ApplyOutcome::Superseded {
             return Applied::Skipped;
         }
-        self.clock()
-            .observe(record.version.hlc_ms, record.version.counter);
         let (seq, full) = self.persistence().enqueue(table, key, record);
         if let Some(deadline) = record.deadline() {
             self.expiry_wake().offer(deadline);
@@ -308,6 +300,17 @@ impl FragmentState {
         }
         Applied::Purged { purged }
     }
+}
+
+/// Whether `key` holds a record visible at `at_ms`.
+fn is_visible(partition: &Partition, key: &str, at_ms: u64) -> bool {
+    partition.get(key).is_some_and(|e| e.is_visible_at(at_ms))
+}
+
+/// Whether `record` is a delete that finds nothing visible at `at_ms`: the
+/// one case in which a write is not offered to the merge.
+fn deletes_nothing(partition: &Partition, key: &str, record: &Record, at_ms: u64) -> bool {
+    record.kind == RecordKind::Tombstone && !is_visible(partition, key, at_ms)
 }
 
 impl Command {

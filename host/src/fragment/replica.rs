@@ -9,7 +9,7 @@ use ebb_proto::fragment::v1 as pb;
 
 use super::command::{Applied, Command};
 use super::entry::Entry;
-use super::partition::Partition;
+use super::partition::{Partition, PartitionSnapshot};
 use super::state::FragmentState;
 use crate::names::{TableName, validate_key};
 use crate::raft::GroupMachine;
@@ -42,24 +42,33 @@ impl GroupMachine for FragmentState {
         Ok(self.apply_command(&command).encode())
     }
 
-    /// Tables in name order, records in key order, empty tables left out:
-    /// equal states give equal bytes.
-    fn snapshot(&self) -> Bytes {
-        let mut tables: Vec<pb::SnapshotTable> = self
-            .partitions()
+    /// Every partition's O(1) snapshot (records shared, not copied).
+    type Captured = Vec<(TableName, PartitionSnapshot)>;
+
+    fn capture(&self) -> Self::Captured {
+        self.partitions()
             .into_iter()
             .map(|(table, partition)| {
                 let snapshot = partition.read().snapshot_at(0);
-                pb::SnapshotTable {
-                    table: table.as_str().to_string(),
-                    records: snapshot
-                        .range::<std::ops::RangeFull>(..)
-                        .map(|entry| pb::SnapshotRecord {
-                            key: entry.key().to_string(),
-                            record: entry.record().encode().into(),
-                        })
-                        .collect(),
-                }
+                (table, snapshot)
+            })
+            .collect()
+    }
+
+    /// Tables in name order, records in key order, empty tables left out:
+    /// equal states give equal bytes.
+    fn encode(captured: Self::Captured) -> Bytes {
+        let mut tables: Vec<pb::SnapshotTable> = captured
+            .into_iter()
+            .map(|(table, snapshot)| pb::SnapshotTable {
+                table: table.as_str().to_string(),
+                records: snapshot
+                    .range::<std::ops::RangeFull>(..)
+                    .map(|entry| pb::SnapshotRecord {
+                        key: entry.key().to_string(),
+                        record: entry.record().encode().into(),
+                    })
+                    .collect(),
             })
             .filter(|table| !table.records.is_empty())
             .collect();
@@ -94,6 +103,7 @@ mod tests {
     use crate::clock::HybridClock;
     use crate::fragment::command::WriteCommand;
     use crate::fragment::flush::ExpiryOutbox;
+    use crate::raft::encoded;
     use crate::record::Version;
     use crate::store::{MemoryStore, PendingEvent};
 
@@ -162,17 +172,13 @@ mod tests {
             ))
             .unwrap();
         target.expiry_wake().plan(u64::MAX);
-        target.restore(&GroupMachine::snapshot(&source)).unwrap();
+        target.restore(&encoded(&source)).unwrap();
         assert_eq!(
             target.expiry_wake().planned(),
             500,
             "the cleaner wakes for restored deadlines"
         );
-        assert_eq!(
-            GroupMachine::snapshot(&target),
-            GroupMachine::snapshot(&source),
-            "memory is the source's"
-        );
+        assert_eq!(encoded(&target), encoded(&source), "memory is the source's");
         let t = TableName::new("t").unwrap();
         assert_eq!(target.get(&t, "a", 20).unwrap().value, Bytes::from("a"));
         assert!(target.get(&t, "x", 20).is_none());
@@ -248,10 +254,7 @@ mod tests {
             (pb::outcome::Kind::Purged, 7)
         );
         let equal = || {
-            let snapshots: Vec<Bytes> = replicas
-                .values()
-                .map(|r| GroupMachine::snapshot(&*r.machine))
-                .collect();
+            let snapshots: Vec<Bytes> = replicas.values().map(|r| encoded(&*r.machine)).collect();
             snapshots.windows(2).all(|w| w[0] == w[1])
         };
         eventually("the replicas to hold the same records", equal).await;

@@ -29,8 +29,13 @@ impl GroupMachine for Kv {
         Ok(Bytes::from(map.len().to_string()))
     }
 
-    fn snapshot(&self) -> Bytes {
-        let map = self.0.lock();
+    type Captured = BTreeMap<String, String>;
+
+    fn capture(&self) -> Self::Captured {
+        self.0.lock().clone()
+    }
+
+    fn encode(map: Self::Captured) -> Bytes {
         let lines: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
         Bytes::from(lines.join("\n"))
     }

@@ -32,11 +32,26 @@ pub trait GroupMachine: Send + Sync + 'static {
     /// group stops rather than skip it.
     fn apply(&self, command: &[u8]) -> Result<Bytes, String>;
 
-    /// The whole state, encoded, as of the last command applied.
-    fn snapshot(&self) -> Bytes;
+    /// A view of the whole state as of the last command applied.
+    type Captured: Send + Sync + 'static;
 
-    /// Replace the whole state with one [`Self::snapshot`] encoded.
+    /// Take a view for a snapshot. Called between applies on the group's
+    /// state machine task, so it must be cheap (share structure, copy
+    /// nothing per record).
+    fn capture(&self) -> Self::Captured;
+
+    /// Encode a captured view. May take long: runs on a blocking thread.
+    fn encode(captured: Self::Captured) -> Bytes;
+
+    /// Replace the whole state with one [`Self::encode`] made. May take
+    /// long: runs on a blocking thread while the group applies nothing.
     fn restore(&self, snapshot: &[u8]) -> Result<(), String>;
+}
+
+/// The encoded state of `machine` now: [`GroupMachine::capture`] then
+/// [`GroupMachine::encode`], on the calling thread.
+pub fn encoded<M: GroupMachine>(machine: &M) -> Bytes {
+    M::encode(machine.capture())
 }
 
 /// A snapshot with the log position it covers.
@@ -62,28 +77,36 @@ impl<M: GroupMachine> StateMachine<M> {
     }
 }
 
-/// Builds a snapshot of the state captured when it was created.
-pub struct SnapshotBuilder {
+/// Builds a snapshot of the state captured when it was created, encoding
+/// it on a blocking thread.
+pub struct SnapshotBuilder<M: GroupMachine> {
     meta: SnapshotMetaOf<TypeConfig>,
-    data: Bytes,
+    captured: Option<M::Captured>,
     current: Current,
 }
 
-impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+impl<M: GroupMachine> RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder<M> {
     type SnapshotData = Bytes;
 
     async fn build_snapshot(&mut self) -> io::Result<SnapshotOf<TypeConfig, Bytes>> {
-        *self.current.lock() = Some((self.meta.clone(), self.data.clone()));
+        let captured = self
+            .captured
+            .take()
+            .ok_or_else(|| io::Error::other("a snapshot builder builds once"))?;
+        let data = tokio::task::spawn_blocking(move || M::encode(captured))
+            .await
+            .map_err(io::Error::other)?;
+        *self.current.lock() = Some((self.meta.clone(), data.clone()));
         Ok(SnapshotOf::<TypeConfig, Bytes> {
             meta: self.meta.clone(),
-            snapshot: self.data.clone(),
+            snapshot: data,
         })
     }
 }
 
 impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
     type SnapshotData = Bytes;
-    type SnapshotBuilder = SnapshotBuilder;
+    type SnapshotBuilder = SnapshotBuilder<M>;
 
     async fn applied_state(
         &mut self,
@@ -118,7 +141,7 @@ impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
         Ok(())
     }
 
-    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder<M> {
         // Captured here, between applies, so the data and the position
         // agree.
         SnapshotBuilder {
@@ -126,7 +149,7 @@ impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
                 last_log_id: self.applied,
                 last_membership: self.membership.clone(),
             },
-            data: self.machine.snapshot(),
+            captured: Some(self.machine.capture()),
             current: self.current.clone(),
         }
     }
@@ -136,8 +159,11 @@ impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
         meta: &SnapshotMetaOf<TypeConfig>,
         snapshot: Bytes,
     ) -> io::Result<()> {
-        self.machine
-            .restore(&snapshot)
+        let machine = self.machine.clone();
+        let data = snapshot.clone();
+        tokio::task::spawn_blocking(move || machine.restore(&data))
+            .await
+            .map_err(io::Error::other)?
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();

@@ -20,5 +20,5 @@ mod tests;
 pub use codec::CorruptRaftState;
 pub use log_store::{AppendDurability, LogReader, LogStore};
 pub use log_writer::LogWriter;
-pub use machine::{GroupMachine, SnapshotBuilder, StateMachine};
+pub use machine::{GroupMachine, SnapshotBuilder, StateMachine, encoded};
 pub use types::{Command, Entry, GroupId, LogId, Membership, NodeId, Reply, TypeConfig, Vote};
