@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
+.PHONY: run cluster example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -35,6 +35,12 @@ run: prereqs plugins
 	@./scripts/hints.sh
 	$(TARGET_DIR)/release/ebb serve --data-dir ebb-data \
 		--plugin-dir $(BUNDLED_DIR) --demo
+
+# Three local nodes of one cluster (client ports 7071-7073); see
+# docs/cluster.md. Ctrl-C stops them.
+cluster: prereqs
+	$(CARGO) build $(PROFILE) --workspace --bins --examples
+	EBB_BIN=$(TARGET_DIR)/release/ebb ./scripts/cluster3.sh
 
 example: prereqs
 	$(CARGO) run $(PROFILE) --workspace --example embedded

@@ -7,7 +7,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ebb/plugin/v1/plugin.proto",
         "proto/ebb/expiry/v1/expiry.proto",
         "proto/ebb/raft/v1/raft.proto",
+        "proto/ebb/raft/v1/rpc.proto",
         "proto/ebb/fragment/v1/command.proto",
+        "proto/ebb/cluster/v1/cluster.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

@@ -507,6 +507,10 @@ fn binding_over_http_and_the_cli_refuses_bad_handlers_and_bound_plugin_deletes()
     });
     assert_eq!(call("GET", &archived, &[], None).text(), "alice");
 
+    // The event leaves the outbox just after the handler's actions commit.
+    wait_until(Duration::from_secs(5), "the event settled", || {
+        call("GET", &handler, &[], None).json()["status"]["outbox_depth"] == 0
+    });
     let status = call("GET", &handler, &[], None).json();
     assert_eq!(status["binding"]["max_attempts"], 5);
     assert_eq!(status["status"]["handled"], 1);

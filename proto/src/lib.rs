@@ -5,7 +5,8 @@
 //! cursor format; `plugin::v1` is the WASM plugin ABI; `expiry::v1` is an
 //! expiry event at rest (outbox and dead letters); `raft::v1` is a Raft
 //! group's log and vote at rest; `fragment::v1` the commands a fragment's
-//! log carries. Field numbers never change
+//! log carries; `cluster::v1` the client requests members forward to each
+//! other. Field numbers never change
 //! meaning. `wire` reads and writes the ABI's per-row messages by hand for
 //! the hot path of plugin calls.
 
@@ -61,3 +62,11 @@ pub mod raft {
 pub mod wire;
 
 pub use prost::Message;
+
+/// Client requests forwarded between members of a cluster (`ebb.cluster.v1`).
+pub mod cluster {
+    /// Version 1 of the forwarded requests.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/ebb.cluster.v1.rs"));
+    }
+}

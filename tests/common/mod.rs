@@ -84,7 +84,7 @@ impl Server {
             ])
             .arg(data_dir)
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "warn,openraft=error")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         command

@@ -2,4 +2,5 @@
 //! the engine library `ebb-host`.
 
 pub mod cli;
+pub mod cluster;
 pub mod http;

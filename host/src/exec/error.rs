@@ -68,6 +68,10 @@ pub enum QueryError {
     /// query thread panicked, or the query task failed.
     #[error("{0}")]
     Internal(String),
+    /// In a cluster: a fragment's leader could not confirm the read (no
+    /// quorum within the timeout, or the fragment is not held here).
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
 }
 
 impl From<SubmitError> for QueryError {

@@ -128,12 +128,18 @@ pub(crate) enum Applied {
 #[error("fragment command does not decode: {0}")]
 pub struct CorruptCommand(String);
 
+impl CorruptCommand {
+    pub(super) fn new(reason: String) -> Self {
+        Self(reason)
+    }
+}
+
 impl FragmentState {
     /// Propose and apply a client mutation: version it from the node clock
-    /// and apply it as a [`WriteCommand`](super::command::WriteCommand)
-    /// (last-writer-wins merge, enqueued for the store), all under the
-    /// partition lock so versions, the index and the buffer agree on order.
-    /// A full backlog refuses the write before anything changes.
+    /// and apply it as a [`WriteCommand`] (last-writer-wins merge, enqueued
+    /// for the store), all under the partition lock so versions, the index
+    /// and the buffer agree on order. A full backlog refuses the write
+    /// before anything changes.
     pub(crate) fn write(
         &self,
         table: &TableName,
@@ -149,8 +155,52 @@ impl FragmentState {
             },
         };
         let mut partition = partition.write();
-        if matches!(mutation, Mutation::Delete) && !is_visible(&partition, key, now_ms) {
+        let Some(write) = self.decide_write(&partition, table, key, mutation, now_ms)? else {
             return Ok(WriteOutcome::NotFound);
+        };
+        let version = write.record.version.clone();
+        match self.apply_write_locked(&mut partition, table, key, &write.record) {
+            Applied::Written { seq } => Ok(WriteOutcome::Applied { version, seq }),
+            other => {
+                unreachable!("a fresh clock version over a visible key always wins: {other:?}")
+            }
+        }
+    }
+
+    /// The proposer's half of a client mutation on a replicated fragment:
+    /// the [`WriteCommand`] to propose (versioned from the node clock), or
+    /// `None` for a delete that finds nothing visible now. Nothing changes
+    /// until the command is applied, which judges the delete again.
+    pub(crate) fn propose_write(
+        &self,
+        table: &TableName,
+        key: &Arc<str>,
+        mutation: Mutation,
+        now_ms: u64,
+    ) -> Result<Option<WriteCommand>, BacklogFull> {
+        let partition = match &mutation {
+            Mutation::Put { .. } => self.partition_or_create(table),
+            Mutation::Delete => match self.partition(table) {
+                Some(partition) => partition,
+                None => return Ok(None),
+            },
+        };
+        let partition = partition.read();
+        self.decide_write(&partition, table, key, mutation, now_ms)
+    }
+
+    /// Decide `mutation` of `key` against `partition` (locked by the
+    /// caller): the delete check, room in the buffer, a fresh version.
+    fn decide_write(
+        &self,
+        partition: &Partition,
+        table: &TableName,
+        key: &Arc<str>,
+        mutation: Mutation,
+        now_ms: u64,
+    ) -> Result<Option<WriteCommand>, BacklogFull> {
+        if matches!(mutation, Mutation::Delete) && !is_visible(partition, key, now_ms) {
+            return Ok(None);
         }
         let weight = match &mutation {
             Mutation::Put { value, .. } => value.len() + key.len() + 64,
@@ -162,15 +212,15 @@ impl FragmentState {
             Mutation::Put {
                 value,
                 expires_at_ms,
-            } => Record::live(version.clone(), value, expires_at_ms),
-            Mutation::Delete => Record::tombstone(version.clone()),
+            } => Record::live(version, value, expires_at_ms),
+            Mutation::Delete => Record::tombstone(version),
         };
-        match self.apply_write_locked(&mut partition, table, key, &record) {
-            Applied::Written { seq } => Ok(WriteOutcome::Applied { version, seq }),
-            other => {
-                unreachable!("a fresh clock version over a visible key always wins: {other:?}")
-            }
-        }
+        Ok(Some(WriteCommand {
+            table: table.clone(),
+            key: key.clone(),
+            record,
+            at_ms: now_ms,
+        }))
     }
 
     /// Apply `command`. Deterministic: reads only the command and this
@@ -250,6 +300,7 @@ impl FragmentState {
                 let tombstone = record.to_expiry_tombstone();
                 match due.outbox_seq {
                     Some(seq) => {
+                        self.persistence().outbox().observe_seq(seq);
                         let event = PendingEvent::new(
                             self.id(),
                             seq,
@@ -315,13 +366,6 @@ fn deletes_nothing(partition: &Partition, key: &str, record: &Record, at_ms: u64
 
 impl Command {
     /// The `ebb.fragment.v1.Command` bytes of this command.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "a leader encodes what it proposes once the node runs fragment groups (issue 16); tests propose through it today"
-        )
-    )]
     pub(crate) fn encode(&self) -> Vec<u8> {
         let command = match self {
             Command::Write(write) => pb::command::Command::Write(pb::Write {

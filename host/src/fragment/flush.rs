@@ -37,6 +37,11 @@ pub trait ExpiryOutbox: Send + Sync {
     /// The next outbox sequence number, for an event about to be proposed.
     fn next_seq(&self) -> u64;
 
+    /// An event with sequence number `seq` was applied (perhaps proposed
+    /// by another replica's leader): later [`Self::next_seq`] calls must
+    /// exceed it. A no-op where only this node proposes.
+    fn observe_seq(&self, _seq: u64) {}
+
     /// `events` are now durable in the store: hand them to delivery.
     fn deliver(&self, events: Vec<PendingEvent>);
 }

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use super::error::{BacklogFull, FragmentShutdownError, SubmitError};
 use super::health::FragmentHealth;
 use super::pool::{Permit, Priority};
-use super::runtime::{FragmentConfig, FragmentShared};
+use super::runtime::{FragmentConfig, FragmentShared, Replicator};
 use super::state::{FragmentState, Mutation, WriteOutcome};
 use super::supervisor::{Child, FragmentSupervisor, SupervisorMsg};
 use super::worker::{Operation, Write};
@@ -40,6 +40,17 @@ impl Fragment {
     /// The fragment's shared state (reads go straight to it).
     pub(crate) fn state(&self) -> &Arc<FragmentState> {
         &self.shared.state
+    }
+
+    /// Admission to the `high` pool, for a write that a replicated
+    /// fragment proposes without a worker.
+    pub(crate) fn admit_write(&self) -> Result<Permit, SubmitError> {
+        Ok(self.shared.admission.admit(Priority::High)?)
+    }
+
+    /// Give a replicated fragment's maintenance its Raft group.
+    pub(crate) fn set_replicator(&self, replicator: Arc<dyn Replicator>) {
+        self.shared.set_replicator(replicator);
     }
 
     /// Admit a write to the `High` pool and route it. The receiver yields

@@ -41,4 +41,5 @@ pub use flush::FlushStats;
 pub(crate) use handle::Fragment;
 pub use health::{FragmentHealth, PoolHealth};
 pub use pool::PoolConfig;
+pub(crate) use runtime::Replicator;
 pub use supervisor::Child;

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use ebb_proto::Message;
 use ebb_proto::fragment::v1 as pb;
 
-use super::command::{Applied, Command};
+use super::command::{Applied, Command, CorruptCommand};
 use super::entry::Entry;
 use super::partition::{Partition, PartitionSnapshot};
 use super::state::FragmentState;
@@ -33,6 +33,30 @@ impl Applied {
         }
         .encode_to_vec()
         .into()
+    }
+
+    /// Decode [`Self::encode`]'s answer. A `Written` answer carries no
+    /// buffer position (`seq` 0): it is the applying replica's own.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, CorruptCommand> {
+        let outcome = pb::Outcome::decode(bytes).map_err(|e| CorruptCommand::new(e.to_string()))?;
+        let kind = pb::outcome::Kind::try_from(outcome.kind)
+            .map_err(|_| CorruptCommand::new(format!("unknown outcome kind {}", outcome.kind)))?;
+        Ok(match kind {
+            pb::outcome::Kind::Written => Applied::Written { seq: 0 },
+            pb::outcome::Kind::Skipped => Applied::Skipped,
+            pb::outcome::Kind::Expired => Applied::Expired {
+                converted: outcome.count as usize,
+                bytes: outcome.bytes as usize,
+            },
+            pb::outcome::Kind::Purged => Applied::Purged {
+                purged: outcome.count as usize,
+            },
+            other => {
+                return Err(CorruptCommand::new(format!(
+                    "outcome kind {other:?} has no meaning"
+                )));
+            }
+        })
     }
 }
 
@@ -206,7 +230,7 @@ mod tests {
         command: Command,
     ) -> pb::Outcome {
         let reply = raft
-            .client_write(crate::raft::Command(Bytes::from(command.encode())))
+            .client_write(crate::raft::Command::new(command.encode(), false))
             .await
             .unwrap()
             .data;

@@ -1,13 +1,17 @@
 //! What a fragment's actors share: state, admission, settings, restart
-//! counts and the current dispatcher.
+//! counts, the current dispatcher and, for a replicated fragment, the
+//! group its maintenance proposes through.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use parking_lot::{Mutex, RwLock};
 use ractor::ActorRef;
 
+use super::command::{Applied, Command};
 use super::pool::{Admission, PoolConfig};
 use super::state::FragmentState;
 use super::worker::Operation;
@@ -26,6 +30,22 @@ pub(crate) struct FragmentConfig {
     pub(crate) clean_interval: Duration,
     /// Tombstones are purged once they stood this long.
     pub(crate) tombstone_retention: Duration,
+    /// Whether the fragment is a replica of a Raft group: its maintenance
+    /// (expiry, purge) then only proposes commands, through the
+    /// [`Replicator`] set once the group runs, and only where it leads.
+    pub(crate) replicated: bool,
+}
+
+/// The Raft group of a replicated fragment, as its maintenance sees it.
+pub(crate) trait Replicator: Send + Sync + 'static {
+    /// Whether this replica may propose maintenance now: it leads, and it
+    /// applied every entry of earlier leaders (so its clock and outbox
+    /// sequence are past everything they decided).
+    fn ready(&self) -> BoxFuture<'_, bool>;
+
+    /// Propose `command` and wait until it applied here; what it did, or
+    /// why it was not committed (leadership lost, no quorum, stopped).
+    fn propose(&self, command: Command) -> BoxFuture<'_, Result<Applied, String>>;
 }
 
 /// Shared by the supervisor, its children and the node's handle. Children
@@ -40,6 +60,18 @@ pub(crate) struct FragmentShared {
     pub(crate) config: FragmentConfig,
     restarts: Mutex<BTreeMap<String, u64>>,
     dispatcher: RwLock<Option<ActorRef<Operation>>>,
+    replicator: OnceLock<Arc<dyn Replicator>>,
+}
+
+/// How maintenance may change a fragment right now.
+pub(crate) enum Maintainer<'a> {
+    /// A single-node fragment: decide and apply in place.
+    Local,
+    /// A replica that may propose through its group.
+    Propose(&'a dyn Replicator),
+    /// A replica whose group does not run yet, or that does not lead:
+    /// maintenance changes nothing.
+    Idle,
 }
 
 impl FragmentShared {
@@ -52,7 +84,26 @@ impl FragmentShared {
             config,
             restarts: Mutex::new(BTreeMap::new()),
             dispatcher: RwLock::new(None),
+            replicator: OnceLock::new(),
         })
+    }
+
+    /// Give a replicated fragment's maintenance its group (once; later
+    /// calls are ignored).
+    pub(crate) fn set_replicator(&self, replicator: Arc<dyn Replicator>) {
+        let _ = self.replicator.set(replicator);
+    }
+
+    /// How maintenance may change the fragment now (asks the group whether
+    /// this replica leads).
+    pub(crate) async fn maintainer(&self) -> Maintainer<'_> {
+        if !self.config.replicated {
+            return Maintainer::Local;
+        }
+        match self.replicator.get() {
+            Some(replicator) if replicator.ready().await => Maintainer::Propose(&**replicator),
+            _ => Maintainer::Idle,
+        }
     }
 
     /// Count a restart of `child`.

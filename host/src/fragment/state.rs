@@ -17,7 +17,7 @@ use crate::record::{Record, Version};
 use crate::store::FragmentId;
 
 /// A mutation of one key, before it has a version.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Mutation {
     /// Store a value with an optional deadline (Unix ms).
     Put {

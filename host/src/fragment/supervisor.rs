@@ -146,7 +146,10 @@ impl SupervisorState {
             // Catch deadlines that passed after the cleaner's last sweep,
             // then write everything buffered (including batches retained by
             // earlier failures).
-            self.shared.state.expire_all(now_ms());
+            // A replica converts only through its group's log.
+            if !self.shared.config.replicated {
+                self.shared.state.expire_all(now_ms());
+            }
             self.shared.state.persistence().flush().await.map_err(|e| {
                 FragmentShutdownError::Storage {
                     fragment,

@@ -1,13 +1,16 @@
 //! Node settings with their defaults, in one place.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::memory::MaxMemory;
+use crate::cluster::ClusterConfig;
 use crate::exec::QueryBudgets;
 use crate::expiry::ExpiryConfig;
 use crate::fragment::pool::PoolConfig;
 use crate::plugin::PluginLimits;
+use crate::raft::Transport;
 
 /// Fragments of a new data dir unless configured otherwise.
 pub const DEFAULT_FRAGMENTS: u32 = 16;
@@ -64,6 +67,28 @@ pub struct NodeConfig {
     /// ([`crate::node::memory`]). Default 80 % of the machine's or cgroup's
     /// memory ([`super::memory::DEFAULT_MAX_MEMORY`]).
     pub max_memory: MaxMemory,
+    /// Membership of a cluster: each fragment is then a Raft group
+    /// replicated on `replication` members (docs/cluster.md). Default
+    /// `None`: a single node.
+    pub cluster: Option<ClusterSetup>,
+}
+
+/// What a node needs to be a member of a cluster: its settings and the
+/// transport that carries its messages to the other members.
+#[derive(Clone)]
+pub struct ClusterSetup {
+    /// The cluster settings.
+    pub config: ClusterConfig,
+    /// Carries Raft and forwarded requests to the other members.
+    pub transport: Arc<dyn Transport>,
+}
+
+impl std::fmt::Debug for ClusterSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSetup")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for NodeConfig {
@@ -86,6 +111,7 @@ impl Default for NodeConfig {
             plugins: PluginLimits::default(),
             expiry: ExpiryConfig::default(),
             max_memory: MaxMemory::default(),
+            cluster: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::config::ConfigError;
 use super::memory::MemoryFull;
+use crate::cluster::{ClusterConfigError, ClusterError, WriteFailure};
 use crate::fragment::{BacklogFull, FragmentShutdownError, Shed, SubmitError};
 use crate::names::NameError;
 use crate::native::InvalidFunctionName;
@@ -67,6 +68,20 @@ pub enum Error {
         /// The store error.
         source: StoreError,
     },
+    /// In a cluster: the fragment's leader could not commit or confirm the
+    /// operation (no quorum within the timeout, a leader change mid-write,
+    /// or a refusal by the leader).
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+}
+
+impl From<WriteFailure> for Error {
+    fn from(failure: WriteFailure) -> Self {
+        match failure {
+            WriteFailure::Backlog(full) => Error::Backlog(full),
+            WriteFailure::Cluster(error) => Error::Cluster(error),
+        }
+    }
 }
 
 impl From<SubmitError> for Error {
@@ -102,6 +117,12 @@ pub enum OpenError {
     /// be loaded.
     #[error("cannot load plugins: {0}")]
     Plugins(#[source] PluginError),
+    /// The cluster settings cannot work.
+    #[error(transparent)]
+    ClusterConfig(#[from] ClusterConfigError),
+    /// The fragments' Raft groups could not start.
+    #[error("cannot start the cluster: {0}")]
+    Cluster(#[source] ClusterError),
     /// The actor runtime could not start a fragment.
     #[error("cannot start fragment {fragment}: {source}")]
     Runtime {

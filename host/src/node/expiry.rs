@@ -439,6 +439,10 @@ impl ExpiryOutbox for Outbox {
         Outbox::next_seq(self)
     }
 
+    fn observe_seq(&self, seq: u64) {
+        self.continue_after(seq)
+    }
+
     fn deliver(&self, events: Vec<PendingEvent>) {
         Outbox::deliver(self, events)
     }

@@ -11,6 +11,7 @@ use super::gate::OperationGate;
 use super::memory::MemoryMonitor;
 use super::router::Router;
 use crate::clock::HybridClock;
+use crate::cluster::Cluster;
 use crate::expiry::outbox::Outbox;
 use crate::fragment::Fragment;
 use crate::plugin::PluginRegistry;
@@ -39,6 +40,8 @@ pub(crate) struct NodeInner {
     pub(super) clock: Arc<HybridClock>,
     pub(super) boot: BootStats,
     pub(super) closed: Mutex<bool>,
+    /// The fragments' Raft groups, in a cluster.
+    pub(crate) cluster: Option<Arc<Cluster>>,
 }
 
 /// An ebb node. Cheap to clone; all clones share the node.

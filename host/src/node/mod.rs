@@ -22,6 +22,7 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 use crate::clock::{HybridClock, now_ms};
+use crate::cluster::{Cluster, ClusterStatus};
 use crate::exec::{ExecContext, QueryError, QueryOutput, QueryRequest, QueryStats};
 use crate::expiry::outbox::Outbox;
 use crate::fragment::flush::Persistence;
@@ -117,13 +118,19 @@ impl Node {
             .await
             .map_err(|e| StoreError::Engine(e.to_string()))??
         };
+        let placement = match &config.cluster {
+            Some(setup) => Some(setup.config.validate(meta.fragments)?),
+            None => None,
+        };
         let outbox = Arc::new(Outbox::new());
         let pending_events = {
             let store = store.clone();
             let outbox = outbox.clone();
             blocking(move || expiry::load(&*store, &outbox)).await?
         };
-        let now = now_ms();
+        // A replica converts due records only through its group's log, so
+        // boot converts nothing there (readers hide expired records anyway).
+        let now = if placement.is_some() { 0 } else { now_ms() };
         let mut loads = Vec::new();
         for fragment in 0..meta.fragments {
             let store = store.clone();
@@ -183,6 +190,7 @@ impl Node {
             flush_interval: config.flush_interval,
             clean_interval: config.clean_interval,
             tombstone_retention: config.tombstone_retention,
+            replicated: placement.is_some(),
         };
         let mut fragments: Vec<Fragment> = Vec::new();
         for (id, fragment) in loaded.into_iter().enumerate() {
@@ -216,6 +224,36 @@ impl Node {
                 }
             }
         }
+        let cluster = match (&config.cluster, placement) {
+            (Some(setup), Some(placement)) => {
+                let states: Vec<Arc<FragmentState>> =
+                    fragments.iter().map(|f| f.state().clone()).collect();
+                let started = Cluster::start(
+                    setup.config.clone(),
+                    placement,
+                    &states,
+                    store.clone(),
+                    setup.transport.clone(),
+                )
+                .await;
+                let cluster = match started {
+                    Ok(cluster) => cluster,
+                    Err(error) => {
+                        for started in &fragments {
+                            started.stop().await;
+                        }
+                        let closing = committer.clone();
+                        let _ = tokio::task::spawn_blocking(move || closing.close()).await;
+                        return Err(OpenError::Cluster(error));
+                    }
+                };
+                for (fragment, hook) in cluster.replicators() {
+                    fragments[fragment as usize].set_replicator(hook);
+                }
+                Some(Arc::new(cluster))
+            }
+            _ => None,
+        };
         tracing::info!(
             fragments = meta.fragments,
             records = boot.records,
@@ -243,6 +281,7 @@ impl Node {
                 clock,
                 boot,
                 closed: Mutex::new(false),
+                cluster,
             }),
         };
         node.start_dispatcher(store, pending_events);
@@ -321,9 +360,37 @@ impl Node {
         }
     }
 
+    /// In a cluster, wait until every fragment can be read linearizably
+    /// from this node (see [`Cluster::linearize`]); at once otherwise.
+    async fn linearize_all(&self) -> Result<(), QueryError> {
+        let Some(cluster) = &self.inner.cluster else {
+            return Ok(());
+        };
+        let reads = (0..self.inner.meta.fragments).map(|fragment| cluster.linearize(fragment));
+        for result in futures::future::join_all(reads).await {
+            result?;
+        }
+        Ok(())
+    }
+
+    /// The cluster as this node sees it, or `None` for a single node.
+    pub async fn cluster_status(&self) -> Option<ClusterStatus> {
+        match &self.inner.cluster {
+            Some(cluster) => Some(cluster.status().await),
+            None => None,
+        }
+    }
+
+    /// The node's cluster runtime, or `None` for a single node: serves the
+    /// Raft and forwarded requests of the other members.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.inner.cluster.as_ref()
+    }
+
     /// Run a SQL query (or continue one with a cursor); one page of results.
     pub async fn query(&self, request: QueryRequest) -> Result<QueryOutput, QueryError> {
         let _admitted = self.inner.gate.admit().ok_or(QueryError::ShuttingDown)?;
+        self.linearize_all().await?;
         let router = self.inner.router;
         let fragment_of = move |key: &str| router.fragment_of(key);
         crate::exec::execute(&self.exec_context(&fragment_of), request).await
@@ -340,6 +407,7 @@ impl Node {
         rows: tokio::sync::mpsc::Sender<Vec<ebb_query::Value>>,
     ) -> Result<QueryStats, QueryError> {
         let _admitted = self.inner.gate.admit().ok_or(QueryError::ShuttingDown)?;
+        self.linearize_all().await?;
         let router = self.inner.router;
         let fragment_of = move |key: &str| router.fragment_of(key);
         crate::exec::stream(&self.exec_context(&fragment_of), request, columns, rows).await
@@ -462,6 +530,13 @@ impl Node {
         self.stop_dispatcher().await;
         self.inner.gate.close_and_drain().await;
         self.inner.memory.stop();
+        if let Some(cluster) = &self.inner.cluster {
+            // Leaders step down first, so their fragments are writable on
+            // the other replicas within a heartbeat rather than after an
+            // election timeout; then the groups stop applying.
+            cluster.hand_over().await;
+            cluster.shutdown().await;
+        }
         let mut quiesces = Vec::new();
         for fragment in &self.inner.fragments {
             quiesces.push(fragment.quiesce());

@@ -58,6 +58,12 @@ impl Table {
     ) -> Result<Version, Error> {
         let _admitted = self.node.inner.gate.admit().ok_or(Error::ShuttingDown)?;
         let mutation = self.put_mutation(key, value.into(), options.expiry)?;
+        if self.node.inner.cluster.is_some() {
+            return match self.replicate(key, mutation, options.durability).await? {
+                WriteOutcome::Applied { version, .. } => Ok(version),
+                WriteOutcome::NotFound => unreachable!("a put always writes"),
+            };
+        }
         let (fragment, outcome) = self.submit(key, mutation).await?;
         match outcome {
             WriteOutcome::Applied { version, seq } => {
@@ -75,6 +81,9 @@ impl Table {
         let _admitted = self.node.inner.gate.admit().ok_or(Error::ShuttingDown)?;
         validate_key(key)?;
         let fragment = self.node.inner.router.fragment_of(key);
+        if let Some(cluster) = &self.node.inner.cluster {
+            cluster.linearize(fragment).await?;
+        }
         let record =
             self.node.inner.fragments[fragment as usize]
                 .state()
@@ -95,6 +104,12 @@ impl Table {
     ) -> Result<Option<Version>, Error> {
         let _admitted = self.node.inner.gate.admit().ok_or(Error::ShuttingDown)?;
         validate_key(key)?;
+        if self.node.inner.cluster.is_some() {
+            return match self.replicate(key, Mutation::Delete, durability).await? {
+                WriteOutcome::Applied { version, .. } => Ok(Some(version)),
+                WriteOutcome::NotFound => Ok(None),
+            };
+        }
         let (fragment, outcome) = self.submit(key, Mutation::Delete).await?;
         match outcome {
             WriteOutcome::Applied { version, seq } => {
@@ -116,6 +131,9 @@ impl Table {
         let Some(_admitted) = self.node.inner.gate.admit() else {
             return ops.iter().map(|_| Err(Error::ShuttingDown)).collect();
         };
+        if self.node.inner.cluster.is_some() {
+            return self.replicate_batch(ops, durability).await;
+        }
         let applied = futures::future::join_all(ops.into_iter().map(|op| async move {
             let (key, mutation) = match op {
                 BatchOp::Put { key, value, expiry } => {
@@ -189,6 +207,61 @@ impl Table {
             fragment: fragment_id,
         })??;
         Ok((fragment_id, outcome))
+    }
+
+    /// In a cluster: every item through its fragment's leader, all at
+    /// once, each independently (not a transaction). A committed write is as durable
+    /// as the log of a majority (docs/cluster.md), so there is no flush to
+    /// wait for.
+    async fn replicate_batch(
+        &self,
+        ops: Vec<BatchOp>,
+        durability: Durability,
+    ) -> Vec<Result<BatchOutcome, Error>> {
+        futures::future::join_all(ops.into_iter().map(|op| async move {
+            let (key, mutation) = match op {
+                BatchOp::Put { key, value, expiry } => {
+                    let mutation = self.put_mutation(&key, value, expiry)?;
+                    (key, mutation)
+                }
+                BatchOp::Delete { key } => {
+                    validate_key(&key)?;
+                    (key, Mutation::Delete)
+                }
+            };
+            Ok(match self.replicate(&key, mutation, durability).await? {
+                WriteOutcome::Applied { version, .. } => BatchOutcome::Written(version),
+                WriteOutcome::NotFound => BatchOutcome::NotFound,
+            })
+        }))
+        .await
+    }
+
+    /// In a cluster: admit the write to its fragment's `high` pool and
+    /// have the fragment's leader version and commit it.
+    async fn replicate(
+        &self,
+        key: &str,
+        mutation: Mutation,
+        durability: Durability,
+    ) -> Result<WriteOutcome, Error> {
+        let cluster = self
+            .node
+            .inner
+            .cluster
+            .as_ref()
+            .expect("called in a cluster only");
+        let fragment_id = self.node.inner.router.fragment_of(key);
+        let _permit = self.node.inner.fragments[fragment_id as usize].admit_write()?;
+        Ok(cluster
+            .write(
+                fragment_id,
+                &self.name,
+                &Arc::from(key),
+                mutation,
+                durability,
+            )
+            .await?)
     }
 
     async fn wait_durable(

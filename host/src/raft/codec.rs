@@ -11,24 +11,28 @@ use openraft::impls::leader_id_adv::LeaderId;
 
 use super::types::{Command, Entry, LogId, Membership, NodeId, Payload, Vote};
 
-/// Stored Raft state that does not decode.
+/// Raft state that does not decode: stored by this node, or received from
+/// a peer (see `wire`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("corrupt raft {what}: {reason}")]
 pub struct CorruptRaftState {
-    /// What was being decoded (`log entry`, `vote`, `log marker`).
+    /// What was being decoded (`log entry`, `vote`, `log marker`, or the
+    /// wire message, such as `append entries request`).
     pub what: &'static str,
     /// What was wrong with it.
     pub reason: String,
 }
 
-fn corrupt(what: &'static str, reason: impl ToString) -> CorruptRaftState {
+/// A [`CorruptRaftState`] saying `reason` about `what`.
+pub(super) fn corrupt(what: &'static str, reason: impl ToString) -> CorruptRaftState {
     CorruptRaftState {
         what,
         reason: reason.to_string(),
     }
 }
 
-fn log_id_to_pb(id: &LogId) -> pb::LogId {
+/// A log id's protobuf form.
+pub(super) fn log_id_to_pb(id: &LogId) -> pb::LogId {
     pb::LogId {
         term: id.leader_id.term,
         node_id: id.leader_id.node_id,
@@ -36,7 +40,8 @@ fn log_id_to_pb(id: &LogId) -> pb::LogId {
     }
 }
 
-fn log_id_from_pb(id: &pb::LogId) -> LogId {
+/// The log id of its protobuf form; every protobuf log id is one.
+pub(super) fn log_id_from_pb(id: &pb::LogId) -> LogId {
     LogId::new(
         LeaderId {
             term: id.term,
@@ -46,7 +51,9 @@ fn log_id_from_pb(id: &pb::LogId) -> LogId {
     )
 }
 
-fn membership_to_pb(membership: &Membership) -> pb::Membership {
+/// A membership's protobuf form: its voter configurations in order, and
+/// every node with its address.
+pub(super) fn membership_to_pb(membership: &Membership) -> pb::Membership {
     pb::Membership {
         configs: membership
             .get_joint_config()
@@ -65,7 +72,11 @@ fn membership_to_pb(membership: &Membership) -> pb::Membership {
     }
 }
 
-fn membership_from_pb(membership: pb::Membership) -> Result<Membership, CorruptRaftState> {
+/// The membership of its protobuf form, or a `membership` corruption if
+/// openraft refuses it (an empty voter set, a voter without a node).
+pub(super) fn membership_from_pb(
+    membership: pb::Membership,
+) -> Result<Membership, CorruptRaftState> {
     let configs: Vec<BTreeSet<NodeId>> = membership
         .configs
         .into_iter()
@@ -79,26 +90,28 @@ fn membership_from_pb(membership: pb::Membership) -> Result<Membership, CorruptR
     Membership::new(configs, nodes).map_err(|e| corrupt("membership", e))
 }
 
-/// Encode a log entry.
-pub(crate) fn encode_entry(entry: &Entry) -> Vec<u8> {
+/// A log entry's protobuf form.
+pub(super) fn entry_to_pb(entry: &Entry) -> pb::Entry {
     let payload = match &entry.payload {
         Payload::Blank => pb::entry::Payload::Blank(pb::Blank {}),
-        Payload::Normal(command) => pb::entry::Payload::Command(command.0.clone()),
+        Payload::Normal(command) => pb::entry::Payload::Command(command.bytes.clone()),
         Payload::Membership(membership) => {
             pb::entry::Payload::Membership(membership_to_pb(membership))
         }
     };
+    let sync = matches!(&entry.payload, Payload::Normal(command) if command.sync);
     pb::Entry {
         log_id: Some(log_id_to_pb(&entry.log_id)),
         payload: Some(payload),
+        sync,
     }
-    .encode_to_vec()
 }
 
-/// Decode a log entry written by [`encode_entry`].
-pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRaftState> {
+/// The log entry of its protobuf form, or a `log entry` corruption if it
+/// lacks its log id or payload (a `membership` one if openraft refuses its
+/// membership).
+pub(super) fn entry_from_pb(entry: pb::Entry) -> Result<Entry, CorruptRaftState> {
     let what = "log entry";
-    let entry = pb::Entry::decode(bytes).map_err(|e| corrupt(what, e))?;
     let log_id = entry
         .log_id
         .as_ref()
@@ -106,7 +119,7 @@ pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRaftState> {
         .ok_or_else(|| corrupt(what, "no log id"))?;
     let payload = match entry.payload.ok_or_else(|| corrupt(what, "no payload"))? {
         pb::entry::Payload::Blank(_) => Payload::Blank,
-        pb::entry::Payload::Command(bytes) => Payload::Normal(Command(bytes)),
+        pb::entry::Payload::Command(bytes) => Payload::Normal(Command::new(bytes, entry.sync)),
         pb::entry::Payload::Membership(membership) => {
             Payload::Membership(membership_from_pb(membership)?)
         }
@@ -114,24 +127,44 @@ pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRaftState> {
     Ok(Entry { log_id, payload })
 }
 
-/// Encode a vote.
-pub(crate) fn encode_vote(vote: &Vote) -> Vec<u8> {
+/// Encode a log entry.
+pub(crate) fn encode_entry(entry: &Entry) -> Vec<u8> {
+    entry_to_pb(entry).encode_to_vec()
+}
+
+/// Decode a log entry written by [`encode_entry`].
+pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRaftState> {
+    let entry = pb::Entry::decode(bytes).map_err(|e| corrupt("log entry", e))?;
+    entry_from_pb(entry)
+}
+
+/// A vote's protobuf form.
+pub(super) fn vote_to_pb(vote: &Vote) -> pb::Vote {
     pb::Vote {
         term: vote.leader_id.term,
         node_id: vote.leader_id.node_id,
         committed: vote.committed,
     }
-    .encode_to_vec()
+}
+
+/// The vote of its protobuf form; every protobuf vote is one.
+pub(super) fn vote_from_pb(vote: &pb::Vote) -> Vote {
+    if vote.committed {
+        Vote::new_committed(vote.term, vote.node_id)
+    } else {
+        Vote::new(vote.term, vote.node_id)
+    }
+}
+
+/// Encode a vote.
+pub(crate) fn encode_vote(vote: &Vote) -> Vec<u8> {
+    vote_to_pb(vote).encode_to_vec()
 }
 
 /// Decode a vote written by [`encode_vote`].
 pub(crate) fn decode_vote(bytes: &[u8]) -> Result<Vote, CorruptRaftState> {
     let vote = pb::Vote::decode(bytes).map_err(|e| corrupt("vote", e))?;
-    Ok(if vote.committed {
-        Vote::new_committed(vote.term, vote.node_id)
-    } else {
-        Vote::new(vote.term, vote.node_id)
-    })
+    Ok(vote_from_pb(&vote))
 }
 
 /// Encode a log marker (last purged, committed); `None` is "no entry yet".
@@ -180,8 +213,8 @@ mod tests {
         .unwrap();
         for payload in [
             Payload::Blank,
-            Payload::Normal(Command(Bytes::from_static(b"\0put\xff"))),
-            Payload::Normal(Command(Bytes::new())),
+            Payload::Normal(Command::new(Bytes::from_static(b"\0put\xff"), false)),
+            Payload::Normal(Command::new(Bytes::new(), false)),
             Payload::Membership(joint),
         ] {
             let entry = Entry {
@@ -212,6 +245,7 @@ mod tests {
         let no_payload = pb::Entry {
             log_id: Some(pb::LogId::default()),
             payload: None,
+            sync: false,
         }
         .encode_to_vec();
         assert_eq!(decode_entry(&no_payload).unwrap_err().reason, "no payload");
@@ -221,6 +255,7 @@ mod tests {
                 configs: vec![pb::VoterSet { ids: vec![5] }],
                 nodes: vec![],
             })),
+            sync: false,
         }
         .encode_to_vec();
         // Voter 5 has no node: openraft refuses such a membership.

@@ -53,9 +53,12 @@ impl GroupMachine for Kv {
 }
 
 async fn write(raft: &TestRaft<Kv>, key: usize) {
-    raft.client_write(Command(Bytes::from(format!("k{key:03}=v{key}"))))
-        .await
-        .unwrap();
+    raft.client_write(Command::new(
+        Bytes::from(format!("k{key:03}=v{key}")),
+        false,
+    ))
+    .await
+    .unwrap();
 }
 
 async fn converged(replicas: &BTreeMap<NodeId, Replica<Kv>>, keys: usize) {
@@ -92,7 +95,7 @@ async fn replicas_agree_replace_a_cut_off_leader_and_catch_up_from_a_snapshot() 
         Duration::from_millis(500),
         replicas[&first]
             .raft
-            .client_write(Command(Bytes::from_static(b"lost=write"))),
+            .client_write(Command::new(Bytes::from_static(b"lost=write"), false)),
     )
     .await;
     assert!(

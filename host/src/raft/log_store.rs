@@ -243,9 +243,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let group = self.group();
+        let mut sync = self.durability == AppendDurability::Sync;
         let writes: Vec<FamilyWrite> = entries
             .into_iter()
             .map(|entry| {
+                if let openraft::EntryPayload::Normal(command) = &entry.payload {
+                    sync |= command.sync;
+                }
                 FamilyWrite::Put(
                     Family::RaftLog,
                     entry_key(group, entry.log_id.index),
@@ -253,7 +257,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 )
             })
             .collect();
-        let sync = self.durability == AppendDurability::Sync;
         self.writer
             .write(writes, sync, Some(callback))
             .await

@@ -121,12 +121,14 @@ impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
         while let Some((entry, responder)) = entries.try_next().await? {
             let reply = match entry.payload {
                 EntryPayload::Blank => Bytes::new(),
-                EntryPayload::Normal(command) => self.machine.apply(&command.0).map_err(|e| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("log entry {} cannot be applied: {e}", entry.log_id),
-                    )
-                })?,
+                EntryPayload::Normal(command) => {
+                    self.machine.apply(&command.bytes).map_err(|e| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("log entry {} cannot be applied: {e}", entry.log_id),
+                        )
+                    })?
+                }
                 EntryPayload::Membership(membership) => {
                     self.membership =
                         StoredMembershipOf::<TypeConfig>::new(Some(entry.log_id), membership);

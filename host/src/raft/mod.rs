@@ -1,14 +1,18 @@
 //! Consensus glue on openraft (pinned in Cargo.toml; this module is the only
 //! place that names it): the type configuration every Raft group shares,
-//! the codec of Raft state at rest, each group's log store in the node's
-//! store, and the state machine adapter over what a group replicates. See
-//! docs/cluster.md.
+//! the codec of Raft state at rest and of Raft messages on the wire, each
+//! group's log store in the node's store, the state machine adapter over
+//! what a group replicates, the network over the server's transport, and
+//! a group as the rest of the crate drives it. See docs/cluster.md.
 
 mod codec;
+mod group;
 mod log_store;
 mod log_writer;
 mod machine;
+mod network;
 mod types;
+mod wire;
 
 #[cfg(test)]
 mod group_tests;
@@ -18,7 +22,10 @@ pub(crate) mod testing;
 mod tests;
 
 pub use codec::CorruptRaftState;
+pub use group::{Group, GroupError, GroupStatus, GroupTiming};
 pub use log_store::{AppendDurability, LogReader, LogStore};
 pub use log_writer::LogWriter;
 pub use machine::{GroupMachine, SnapshotBuilder, StateMachine, encoded};
+pub use network::{Service, Transport, TransportError};
 pub use types::{Command, Entry, GroupId, LogId, Membership, NodeId, Reply, TypeConfig, Vote};
+pub use wire::{RaftRequest, RaftResponse};

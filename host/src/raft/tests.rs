@@ -76,7 +76,7 @@ impl RaftStateMachine<TypeConfig> for RecordingMachine {
             self.state.last = Some(entry.log_id);
             match entry.payload {
                 EntryPayload::Blank => {}
-                EntryPayload::Normal(command) => self.state.commands.push(command.0),
+                EntryPayload::Normal(command) => self.state.commands.push(command.bytes),
                 EntryPayload::Membership(membership) => {
                     self.state.membership =
                         StoredMembershipOf::<TypeConfig>::new(Some(entry.log_id), membership);
@@ -178,7 +178,7 @@ async fn a_reopened_store_has_each_group_s_log_vote_and_purge_marker() {
     let log_id = |term: u64, index: u64| LogId::new(LeaderId { term, node_id: 1 }, index);
     let entry = |term: u64, index: u64| Entry {
         log_id: log_id(term, index),
-        payload: EntryPayload::Normal(Command(Bytes::from(format!("command {index}")))),
+        payload: EntryPayload::Normal(Command::new(Bytes::from(format!("command {index}")), false)),
     };
     let open = |store: &Arc<dyn KvStore>, writer: &LogWriter, group: u32| {
         LogStore::new(

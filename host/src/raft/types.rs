@@ -36,18 +36,40 @@ pub type Membership = openraft::Membership<NodeId, openraft::BasicNode>;
 /// An application command in a log entry. The log stores and ships it as
 /// bytes; the state machine of its group encodes it when proposing and
 /// decodes it when applying, so the log layer knows no command type.
+/// `sync` asks every replica to fsync its log before it counts the entry
+/// as appended (a `sync` write); otherwise the write-ahead log suffices.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Command(pub Bytes);
+pub struct Command {
+    /// The encoded command.
+    pub bytes: Bytes,
+    /// Fsync the log on every replica before acknowledging the append.
+    pub sync: bool,
+}
+
+impl Command {
+    /// A command of `bytes`, fsynced on append when `sync`.
+    pub fn new(bytes: impl Into<Bytes>, sync: bool) -> Self {
+        Self {
+            bytes: bytes.into(),
+            sync,
+        }
+    }
+}
 
 impl fmt::Debug for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Command({} bytes)", self.0.len())
+        write!(
+            f,
+            "Command({} bytes, sync: {})",
+            self.bytes.len(),
+            self.sync
+        )
     }
 }
 
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "command of {} bytes", self.0.len())
+        write!(f, "command of {} bytes", self.bytes.len())
     }
 }
 
@@ -75,6 +97,18 @@ impl GroupId {
     /// The fragment this group replicates, or `None` for the metadata group.
     pub fn as_fragment(self) -> Option<FragmentId> {
         (self != Self::META).then_some(self.0)
+    }
+
+    /// The group of its wire form ([`GroupId::to_wire`]); every `u32` is a
+    /// group, `u32::MAX` the metadata group.
+    pub fn from_wire(raw: u32) -> Self {
+        GroupId(raw)
+    }
+
+    /// This group's id in Raft messages between nodes: the fragment
+    /// number, or `u32::MAX` for the metadata group.
+    pub fn to_wire(self) -> u32 {
+        self.0
     }
 
     /// The key prefix of this group's entries.

@@ -5,6 +5,7 @@
 
 pub mod backup;
 pub mod client;
+pub mod cluster;
 pub mod duration;
 pub mod expiry;
 pub mod export;
@@ -130,6 +131,9 @@ pub enum Command {
         #[arg(long, conflicts_with = "query")]
         cursor: Option<String>,
     },
+    /// Inspect the cluster the server belongs to.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
     /// Write an online, consistent copy of the whole node into DIR, a path
     /// on the server (missing or empty); serve it with `ebb serve --data-dir DIR`.
     Backup {
@@ -175,7 +179,8 @@ pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // openraft narrates every election and vote at info.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
@@ -361,6 +366,14 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
                     let plural = if tables.len() == 1 { "" } else { "s" };
                     println!("({} table{plural})", tables.len());
                 }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cluster(cluster::ClusterCommand::Status) => {
+            let status = cluster::status(client)?;
+            match format {
+                Format::Json | Format::Ndjson | Format::Csv => print_json(&status),
+                Format::Human => cluster::print_status(&status),
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -1,5 +1,6 @@
 //! `ebb serve`: open the node, serve HTTP, shut down gracefully on a signal.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,9 +10,11 @@ use std::time::Duration;
 use clap::Args;
 
 use super::duration::{HumanDuration, parse_duration, positive_duration};
+use crate::cluster::{ClusterListener, HttpTransport, serve_cluster};
 use crate::http::{AppState, HttpLimits, serve};
 use ebb_host::Node;
-use ebb_host::node::config::NodeConfig;
+use ebb_host::cluster::ClusterConfig;
+use ebb_host::node::config::{ClusterSetup, NodeConfig};
 
 /// Options of `ebb serve`.
 #[derive(Debug, Args)]
@@ -122,6 +125,57 @@ pub struct ServeArgs {
     /// is refused (507 memory_full); reads, deletes and expiry keep working.
     #[arg(long, default_value_t = ebb_host::node::memory::DEFAULT_MAX_MEMORY)]
     pub max_memory: ebb_host::node::memory::MaxMemory,
+    /// Cluster mode: this node's id among --peers (with --cluster-listen
+    /// and --peers; see docs/cluster.md).
+    #[arg(long, requires_all = ["cluster_listen", "peers"])]
+    pub node_id: Option<u64>,
+    /// Cluster mode: the internal port other members reach this node at.
+    #[arg(long, requires = "node_id")]
+    pub cluster_listen: Option<SocketAddr>,
+    /// Cluster mode: every member's id and cluster address, this node
+    /// included: 1=HOST:PORT,2=HOST:PORT,3=HOST:PORT. The same on every node.
+    #[arg(long, requires = "node_id", value_parser = parse_peers_arg)]
+    pub peers: Option<BTreeMap<u64, String>>,
+    /// Cluster mode: replicas per fragment (default 3, or the member count
+    /// if smaller).
+    #[arg(long, requires = "node_id")]
+    pub replication: Option<usize>,
+    /// Cluster mode: a secret every member sends with its internal
+    /// messages; messages without it are refused.
+    #[arg(
+        long,
+        requires = "node_id",
+        env = "EBB_CLUSTER_SECRET",
+        hide_env_values = true
+    )]
+    pub cluster_secret: Option<String>,
+}
+
+fn parse_peers_arg(text: &str) -> Result<BTreeMap<u64, String>, String> {
+    ebb_host::cluster::parse_peers(text)
+}
+
+/// With the cluster flags: bind the cluster port and build what the node
+/// needs to be a member. `Err` is the message to print.
+async fn cluster_setup(
+    args: &ServeArgs,
+) -> Result<Option<(ClusterSetup, tokio::net::TcpListener, Arc<ClusterListener>)>, String> {
+    let (Some(node_id), Some(listen), Some(peers)) =
+        (args.node_id, args.cluster_listen, args.peers.clone())
+    else {
+        return Ok(None);
+    };
+    let mut config = ClusterConfig::new(node_id, peers.clone());
+    if let Some(replication) = args.replication {
+        config.replication = replication;
+    }
+    config.secret = args.cluster_secret.clone();
+    let socket = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on --cluster-listen {listen}: {e}"))?;
+    let transport = HttpTransport::new(node_id, &peers, config.secret.clone());
+    let listener = ClusterListener::new(peers, config.secret.clone());
+    Ok(Some((ClusterSetup { config, transport }, socket, listener)))
 }
 
 /// Install the modules in `dir` whose bytes differ from the installed version.
@@ -279,6 +333,21 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     config.expiry.concurrency = args.expiry_concurrency;
     config.plugins.max_versions = args.max_plugin_versions;
     config.max_memory = args.max_memory;
+    let cluster = match cluster_setup(&args).await {
+        Ok(cluster) => cluster,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut cluster_listener = None;
+    if let Some((setup, socket, listener)) = cluster {
+        // Serve the cluster port before the node opens: the groups reach
+        // each other while they form (answered 503 until the node is set).
+        tokio::spawn(serve_cluster(socket, listener.clone()));
+        config.cluster = Some(setup);
+        cluster_listener = Some(listener);
+    }
     let node = match Node::open(config).await {
         Ok(node) => node,
         Err(error) => {
@@ -286,6 +355,9 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(listener) = &cluster_listener {
+        listener.set_node(node.clone());
+    }
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -317,6 +389,12 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     );
     if args.auth_token.is_some() {
         println!("auth: bearer token required on /v1");
+    }
+    if let (Some(id), Some(listen)) = (args.node_id, args.cluster_listen) {
+        println!(
+            "cluster: node {id} of {}, internal port {listen}",
+            args.peers.as_ref().map_or(0, BTreeMap::len)
+        );
     }
     // After the listening line, which stays the first line printed;
     // connections wait in the listen queue until serving starts below.

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use ebb_host::Error;
+use ebb_host::cluster::ClusterError;
 use ebb_host::names::NameError;
 
 /// An error answered as `{"error": {"code", "message", ...}}`.
@@ -118,6 +119,33 @@ impl From<Error> for ApiError {
                     .with("max_memory_bytes", json!(full.limit_bytes))
                     .with("resident_bytes", json!(full.resident_bytes))
             }
+            Error::Cluster(error) => ApiError::from(error),
+        }
+    }
+}
+
+impl From<ClusterError> for ApiError {
+    /// `no_quorum` names the fragment; a refusal by the leader keeps the
+    /// leader's code where the contract has it.
+    fn from(error: ClusterError) -> Self {
+        let message = error.to_string();
+        match error {
+            ClusterError::NoQuorum { fragment, .. } => {
+                ApiError::unavailable("no_quorum", message).with("fragment", json!(fragment))
+            }
+            ClusterError::Interrupted { fragment } => {
+                ApiError::unavailable("interrupted", message).with("fragment", json!(fragment))
+            }
+            ClusterError::Refused { code, .. } => match code.as_str() {
+                "overloaded" => ApiError::unavailable("overloaded", message),
+                "memory_full" => {
+                    ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "memory_full", message)
+                }
+                "invalid_request" => ApiError::invalid_request(message),
+                "not_replicated_here" => ApiError::unavailable("not_replicated_here", message),
+                _ => ApiError::unavailable("unavailable", message),
+            },
+            ClusterError::Stopped { .. } => ApiError::unavailable("unavailable", message),
         }
     }
 }

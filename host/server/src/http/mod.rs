@@ -4,6 +4,7 @@ pub mod admin;
 pub mod auth;
 pub mod batch;
 pub mod body;
+pub mod cluster;
 pub mod error;
 pub mod expiry;
 pub mod kv;
@@ -138,6 +139,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tables", get(kv::list_tables))
         .route("/v1/sql", post(sql::sql))
         .route("/v1/admin/backup", post(admin::backup))
+        .route("/v1/cluster", get(cluster::status))
         .route("/v1/plugins", get(plugins::list_plugins))
         .route(
             "/v1/plugins/{name}",

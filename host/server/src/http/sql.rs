@@ -66,6 +66,7 @@ impl From<QueryError> for ApiError {
             QueryError::ShuttingDown => ApiError::unavailable("shutting_down", message),
             QueryError::Cancelled => ApiError::unavailable("unavailable", message),
             QueryError::Internal(_) => ApiError::internal(message),
+            QueryError::Cluster(error) => ApiError::from(error),
         }
     }
 }

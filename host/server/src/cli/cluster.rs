@@ -1,0 +1,80 @@
+//! `ebb cluster status`: what `GET /v1/cluster` answers, as a table.
+
+use serde_json::Value;
+
+use super::client::{Client, ClientError};
+
+/// Subcommands of `ebb cluster`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ClusterCommand {
+    /// Members and, per fragment, its replicas, leader, term, commit and
+    /// applied index and the followers' lag, as the server sees them.
+    Status,
+}
+
+/// `GET /v1/cluster`.
+pub fn status(client: &Client) -> Result<Value, ClientError> {
+    client.send("GET", "/v1/cluster", None)?.json()
+}
+
+/// The human form of a status.
+pub fn print_status(status: &Value) {
+    if status["mode"] == "single" {
+        println!("single node (no cluster flags)");
+        return;
+    }
+    println!(
+        "node {} of a cluster, replication {}",
+        status["node_id"], status["replication"]
+    );
+    println!("members:");
+    for member in status["members"].as_array().into_iter().flatten() {
+        println!(
+            "  {:>4}  {:<22} {}",
+            member["id"],
+            member["addr"].as_str().unwrap_or("?"),
+            member["state"].as_str().unwrap_or("?")
+        );
+    }
+    println!(
+        "{:>8}  {:<12} {:>6} {:>6} {:>10} {:>10}  lag",
+        "fragment", "replicas", "leader", "term", "commit", "applied"
+    );
+    for fragment in status["fragments"].as_array().into_iter().flatten() {
+        let replicas: Vec<String> = fragment["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(Value::to_string)
+            .collect();
+        let number = |key: &str| match &fragment[key] {
+            Value::Null => "-".to_string(),
+            value => value.to_string(),
+        };
+        let lag: Vec<String> = fragment["lag"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(node, lag)| {
+                format!(
+                    "{node}:{}",
+                    if lag.is_null() {
+                        "?".into()
+                    } else {
+                        lag.to_string()
+                    }
+                )
+            })
+            .collect();
+        println!(
+            "{:>8}  {:<12} {:>6} {:>6} {:>10} {:>10}  {}",
+            fragment["fragment"],
+            replicas.join(","),
+            number("leader"),
+            number("term"),
+            number("commit_index"),
+            number("applied_index"),
+            lag.join(" ")
+        );
+    }
+}

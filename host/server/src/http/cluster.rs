@@ -1,0 +1,61 @@
+//! `GET /v1/cluster`: the members and, per fragment, its replicas and its
+//! group as the answering node sees it.
+
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::body::no_params;
+use super::error::ApiError;
+use ebb_host::cluster::ClusterStatus;
+
+/// `GET /v1/cluster`. On a single node: `{"mode": "single"}`.
+pub async fn status(
+    State(app): State<AppState>,
+    params: RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    no_params(params)?;
+    Ok(Json(match app.node.cluster_status().await {
+        Some(status) => to_json(&status),
+        None => json!({ "mode": "single" }),
+    }))
+}
+
+/// The JSON form of a cluster status (the contract of `GET /v1/cluster`).
+pub fn to_json(status: &ClusterStatus) -> Value {
+    let members: Vec<Value> = status
+        .members
+        .iter()
+        .map(|m| json!({ "id": m.id, "addr": m.addr, "state": m.state }))
+        .collect();
+    let fragments: Vec<Value> = status
+        .fragments
+        .iter()
+        .map(|f| {
+            let mut fragment = json!({ "fragment": f.fragment, "replicas": f.replicas });
+            if let Some(group) = &f.group {
+                let lag: serde_json::Map<String, Value> = group
+                    .lag
+                    .iter()
+                    .map(|(node, lag)| (node.to_string(), json!(lag)))
+                    .collect();
+                fragment["leader"] = json!(group.leader);
+                fragment["term"] = json!(group.term);
+                fragment["last_log_index"] = json!(group.last_log_index);
+                fragment["commit_index"] = json!(group.committed);
+                fragment["applied_index"] = json!(group.applied);
+                fragment["voters"] = json!(group.voters);
+                fragment["lag"] = Value::Object(lag);
+            }
+            fragment
+        })
+        .collect();
+    json!({
+        "mode": "cluster",
+        "node_id": status.node_id,
+        "replication": status.replication,
+        "members": members,
+        "fragments": fragments,
+    })
+}

@@ -1,0 +1,286 @@
+//! Requests one member forwards to another (a write to its fragment's
+//! leader, a read index, a ping) and their answers, to and from
+//! `ebb.cluster.v1`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ebb_proto::Message;
+use ebb_proto::cluster::v1 as pb;
+
+use crate::fragment::state::Mutation;
+use crate::names::{TableName, validate_key};
+use crate::raft::NodeId;
+use crate::record::Version;
+use crate::store::FragmentId;
+use crate::write::Durability;
+
+/// A request for another member.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Forward {
+    /// A client write for the leader of `fragment`.
+    Write {
+        /// The fragment of the key.
+        fragment: FragmentId,
+        /// The table.
+        table: TableName,
+        /// The key.
+        key: Arc<str>,
+        /// What to do.
+        mutation: Mutation,
+        /// When to acknowledge.
+        durability: Durability,
+    },
+    /// The read index of `fragment`, from its leader.
+    ReadIndex {
+        /// The fragment.
+        fragment: FragmentId,
+    },
+    /// Whether the member is up.
+    Ping,
+}
+
+/// A member's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Answer {
+    /// The write applied with this version.
+    Written(Version),
+    /// A delete found nothing visible.
+    NotFound,
+    /// The read index.
+    ReadIndex(u64),
+    /// The member is up.
+    Pong(NodeId),
+    /// The member could not serve the request.
+    Failure {
+        /// An error code of the HTTP contract, or `not_leader`.
+        code: String,
+        /// What happened, for people.
+        message: String,
+        /// The leader as the member knows it, for `not_leader`.
+        leader: Option<NodeId>,
+    },
+}
+
+/// Bytes that are not a forwarded request or answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed cluster message: {0}")]
+pub struct MalformedForward(String);
+
+fn malformed(reason: impl ToString) -> MalformedForward {
+    MalformedForward(reason.to_string())
+}
+
+impl Forward {
+    /// The `ebb.cluster.v1.ForwardRequest` bytes.
+    pub(crate) fn encode(&self) -> Bytes {
+        let request = match self {
+            Forward::Write {
+                fragment,
+                table,
+                key,
+                mutation,
+                durability,
+            } => pb::forward_request::Request::Write(pb::Write {
+                fragment: *fragment,
+                table: table.as_str().to_string(),
+                key: key.to_string(),
+                mutation: Some(match mutation {
+                    Mutation::Put {
+                        value,
+                        expires_at_ms,
+                    } => pb::write::Mutation::Put(pb::Put {
+                        value: value.clone(),
+                        expires_at_ms: *expires_at_ms,
+                    }),
+                    Mutation::Delete => pb::write::Mutation::Delete(pb::Delete {}),
+                }),
+                durability: match durability {
+                    Durability::Memory => pb::Durability::Memory,
+                    Durability::Wal => pb::Durability::Wal,
+                    Durability::Sync => pb::Durability::Sync,
+                } as i32,
+            }),
+            Forward::ReadIndex { fragment } => {
+                pb::forward_request::Request::ReadIndex(pb::ReadIndex {
+                    fragment: *fragment,
+                })
+            }
+            Forward::Ping => pb::forward_request::Request::Ping(pb::Ping {}),
+        };
+        pb::ForwardRequest {
+            request: Some(request),
+        }
+        .encode_to_vec()
+        .into()
+    }
+
+    /// Decode [`Self::encode`]'s bytes; anything else is malformed.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, MalformedForward> {
+        let request = pb::ForwardRequest::decode(bytes).map_err(malformed)?;
+        Ok(
+            match request.request.ok_or_else(|| malformed("no request"))? {
+                pb::forward_request::Request::Write(write) => {
+                    validate_key(&write.key).map_err(malformed)?;
+                    let durability = match pb::Durability::try_from(write.durability) {
+                        Ok(pb::Durability::Memory) => Durability::Memory,
+                        Ok(pb::Durability::Wal) => Durability::Wal,
+                        Ok(pb::Durability::Sync) => Durability::Sync,
+                        _ => return Err(malformed("a write without a durability")),
+                    };
+                    Forward::Write {
+                        fragment: write.fragment,
+                        table: TableName::system(&write.table).map_err(malformed)?,
+                        key: Arc::from(write.key),
+                        mutation: match write.mutation.ok_or_else(|| malformed("no mutation"))? {
+                            pb::write::Mutation::Put(put) => Mutation::Put {
+                                value: put.value,
+                                expires_at_ms: put.expires_at_ms,
+                            },
+                            pb::write::Mutation::Delete(_) => Mutation::Delete,
+                        },
+                        durability,
+                    }
+                }
+                pb::forward_request::Request::ReadIndex(read) => Forward::ReadIndex {
+                    fragment: read.fragment,
+                },
+                pb::forward_request::Request::Ping(_) => Forward::Ping,
+            },
+        )
+    }
+}
+
+impl Answer {
+    /// A failure with `code`, saying `message`.
+    pub(crate) fn failure(code: &str, message: impl ToString) -> Self {
+        Answer::Failure {
+            code: code.to_string(),
+            message: message.to_string(),
+            leader: None,
+        }
+    }
+
+    /// The `ebb.cluster.v1.ForwardResponse` bytes.
+    pub(crate) fn encode(&self) -> Bytes {
+        let response = match self {
+            Answer::Written(version) => pb::forward_response::Response::Written(pb::Written {
+                hlc_ms: version.hlc_ms,
+                counter: version.counter,
+                writer: version.writer.to_string(),
+            }),
+            Answer::NotFound => pb::forward_response::Response::NotFound(pb::NotFound {}),
+            Answer::ReadIndex(index) => {
+                pb::forward_response::Response::ReadIndex(pb::ReadIndexAnswer { index: *index })
+            }
+            Answer::Pong(node_id) => {
+                pb::forward_response::Response::Pong(pb::Pong { node_id: *node_id })
+            }
+            Answer::Failure {
+                code,
+                message,
+                leader,
+            } => pb::forward_response::Response::Failure(pb::Failure {
+                code: code.clone(),
+                message: message.clone(),
+                leader: leader.unwrap_or(0),
+            }),
+        };
+        pb::ForwardResponse {
+            response: Some(response),
+        }
+        .encode_to_vec()
+        .into()
+    }
+
+    /// Decode [`Self::encode`]'s bytes; anything else is malformed.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, MalformedForward> {
+        let response = pb::ForwardResponse::decode(bytes).map_err(malformed)?;
+        Ok(
+            match response.response.ok_or_else(|| malformed("no response"))? {
+                pb::forward_response::Response::Written(written) => Answer::Written(Version {
+                    hlc_ms: written.hlc_ms,
+                    counter: written.counter,
+                    writer: Arc::from(written.writer),
+                }),
+                pb::forward_response::Response::NotFound(_) => Answer::NotFound,
+                pb::forward_response::Response::ReadIndex(read) => Answer::ReadIndex(read.index),
+                pb::forward_response::Response::Pong(pong) => Answer::Pong(pong.node_id),
+                pb::forward_response::Response::Failure(failure) => Answer::Failure {
+                    code: failure.code,
+                    message: failure.message,
+                    leader: (failure.leader != 0).then_some(failure.leader),
+                },
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_answers_round_trip() {
+        let requests = [
+            Forward::Write {
+                fragment: 3,
+                table: TableName::new("users").unwrap(),
+                key: Arc::from("k1"),
+                mutation: Mutation::Put {
+                    value: Bytes::from_static(b"v"),
+                    expires_at_ms: Some(9),
+                },
+                durability: Durability::Sync,
+            },
+            Forward::Write {
+                fragment: 0,
+                table: TableName::new("t").unwrap(),
+                key: Arc::from("gone"),
+                mutation: Mutation::Delete,
+                durability: Durability::Memory,
+            },
+            Forward::ReadIndex { fragment: 7 },
+            Forward::Ping,
+        ];
+        for request in requests {
+            assert_eq!(Forward::decode(&request.encode()).unwrap(), request);
+        }
+        let answers = [
+            Answer::Written(Version {
+                hlc_ms: 5,
+                counter: 2,
+                writer: Arc::from("node-a"),
+            }),
+            Answer::NotFound,
+            Answer::ReadIndex(42),
+            Answer::Pong(3),
+            Answer::Failure {
+                code: "not_leader".into(),
+                message: "ask 2".into(),
+                leader: Some(2),
+            },
+            Answer::failure("no_quorum", "x"),
+        ];
+        for answer in answers {
+            assert_eq!(Answer::decode(&answer.encode()).unwrap(), answer);
+        }
+    }
+
+    #[test]
+    fn malformed_bytes_and_bad_fields_are_refused() {
+        assert!(Forward::decode(b"\xff\xff").is_err());
+        assert!(Forward::decode(&[]).is_err(), "an empty request");
+        let bad_key = pb::ForwardRequest {
+            request: Some(pb::forward_request::Request::Write(pb::Write {
+                fragment: 0,
+                table: "t".into(),
+                key: String::new(),
+                mutation: Some(pb::write::Mutation::Delete(pb::Delete {})),
+                durability: pb::Durability::Wal as i32,
+            })),
+        };
+        assert!(Forward::decode(&bad_key.encode_to_vec()).is_err());
+        assert!(Answer::decode(&[]).is_err());
+    }
+}

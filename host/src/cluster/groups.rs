@@ -1,0 +1,632 @@
+//! The node's side of a cluster: the Raft group of every fragment it holds
+//! a replica of, and how a request reaches a fragment's leader (proposed
+//! here when this node leads, forwarded otherwise), within a bounded time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+
+use super::config::ClusterConfig;
+use super::forward::{Answer, Forward};
+use crate::clock::now_ms;
+use crate::fragment::command::{Applied, Command};
+use crate::fragment::state::{FragmentState, Mutation, WriteOutcome};
+use crate::fragment::{BacklogFull, Replicator};
+use crate::names::TableName;
+use crate::raft::{
+    AppendDurability, Group, GroupError, GroupId, GroupStatus, GroupTiming, LogStore, LogWriter,
+    NodeId, RaftRequest, RaftResponse, Service, StateMachine, Transport, TransportError,
+};
+use crate::store::{FragmentId, KvStore};
+use crate::write::Durability;
+
+/// How long one forwarded request may take on the wire.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause between attempts while a fragment has no reachable leader.
+const RETRY_PAUSE: Duration = Duration::from_millis(25);
+/// Most attempts at a put that a newer record superseded while it was in
+/// flight (each with a fresh version).
+const SUPERSEDED_RETRIES: usize = 3;
+
+/// A cluster request that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// No leader with a quorum answered within the quorum timeout.
+    #[error(
+        "fragment {fragment} has no quorum: no leader committed within {waited_ms} ms ({reason}); retry once a majority of its replicas is up"
+    )]
+    NoQuorum {
+        /// The fragment.
+        fragment: FragmentId,
+        /// How long the request waited.
+        waited_ms: u64,
+        /// The last thing that went wrong.
+        reason: String,
+    },
+    /// The leader changed while the write was in flight: it may or may not
+    /// be applied.
+    #[error(
+        "fragment {fragment}: the leader changed before the write committed; it may or may not be applied, retry it"
+    )]
+    Interrupted {
+        /// The fragment.
+        fragment: FragmentId,
+    },
+    /// The leader refused the request with an error of the HTTP contract.
+    #[error("{message}")]
+    Refused {
+        /// The contract's error code.
+        code: String,
+        /// The leader's message.
+        message: String,
+    },
+    /// The fragment's group stopped on this node.
+    #[error("fragment {fragment}: its group stopped on this node: {reason}")]
+    Stopped {
+        /// The fragment.
+        fragment: FragmentId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A fragment's replica on this node: its state and its group.
+struct Replica {
+    state: Arc<FragmentState>,
+    group: Group<FragmentState>,
+}
+
+/// The groups of this node and the way to other members.
+pub struct Cluster {
+    config: ClusterConfig,
+    placement: Vec<Vec<NodeId>>,
+    replicas: BTreeMap<FragmentId, Replica>,
+    transport: Arc<dyn Transport>,
+    writer: LogWriter,
+}
+
+/// One member as this node sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStatus {
+    /// Its id.
+    pub id: NodeId,
+    /// Its cluster address.
+    pub addr: String,
+    /// `self`, `up` (answered a ping) or `unreachable`.
+    pub state: &'static str,
+}
+
+/// One fragment's replicas and, where this node holds one, its group's
+/// state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FragmentStatus {
+    /// The fragment.
+    pub fragment: FragmentId,
+    /// The nodes holding its replicas.
+    pub replicas: Vec<NodeId>,
+    /// Its group as this node sees it (`None`: no replica here).
+    pub group: Option<GroupStatus>,
+}
+
+/// The cluster as this node sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// This node's id.
+    pub node_id: NodeId,
+    /// Replicas per fragment.
+    pub replication: usize,
+    /// Every member.
+    pub members: Vec<MemberStatus>,
+    /// Every fragment.
+    pub fragments: Vec<FragmentStatus>,
+}
+
+impl Cluster {
+    /// Start the group of every fragment in `states` this node holds under
+    /// `placement`, and form the groups that were never formed (this
+    /// node's first start with these peers).
+    pub(crate) async fn start(
+        config: ClusterConfig,
+        placement: Vec<Vec<NodeId>>,
+        states: &[Arc<FragmentState>],
+        store: Arc<dyn KvStore>,
+        transport: Arc<dyn Transport>,
+    ) -> Result<Self, ClusterError> {
+        let writer = LogWriter::start(store.clone()).map_err(|e| ClusterError::Stopped {
+            fragment: 0,
+            reason: e.to_string(),
+        })?;
+        let mut replicas = BTreeMap::new();
+        for fragment in config.local_fragments(&placement) {
+            let state = states[fragment as usize].clone();
+            let group = Group::start(
+                config.node_id,
+                GroupId::fragment(fragment),
+                LogStore::new(
+                    GroupId::fragment(fragment),
+                    store.clone(),
+                    writer.clone(),
+                    AppendDurability::Wal,
+                ),
+                StateMachine::new(state.clone()),
+                transport.clone(),
+                GroupTiming::default(),
+            )
+            .await
+            .map_err(|e| stopped(fragment, e))?;
+            let members: BTreeMap<NodeId, String> = placement[fragment as usize]
+                .iter()
+                .map(|id| (*id, config.peers[id].clone()))
+                .collect();
+            // One member forms each group: its preferred leader (the first
+            // replica in placement order), so leadership starts spread
+            // over the members.
+            if placement[fragment as usize].first() == Some(&config.node_id) {
+                group
+                    .form(&members)
+                    .await
+                    .map_err(|e| stopped(fragment, e))?;
+            }
+            replicas.insert(fragment, Replica { state, group });
+        }
+        Ok(Self {
+            config,
+            placement,
+            replicas,
+            transport,
+            writer,
+        })
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> NodeId {
+        self.config.node_id
+    }
+
+    /// The maintenance hook of each local replica, to hand to its fragment.
+    pub(crate) fn replicators(&self) -> Vec<(FragmentId, Arc<dyn Replicator>)> {
+        self.replicas
+            .iter()
+            .map(|(fragment, replica)| {
+                let hook: Arc<dyn Replicator> = Arc::new(GroupHook {
+                    group: replica.group.clone(),
+                });
+                (*fragment, hook)
+            })
+            .collect()
+    }
+
+    /// Apply a client write to `fragment`: versioned and proposed here when
+    /// this node leads it, forwarded to its leader otherwise. Fails with
+    /// [`ClusterError::NoQuorum`] once the quorum timeout passes without a
+    /// leader committing it.
+    pub(crate) async fn write(
+        &self,
+        fragment: FragmentId,
+        table: &TableName,
+        key: &Arc<str>,
+        mutation: Mutation,
+        durability: Durability,
+    ) -> Result<WriteOutcome, WriteFailure> {
+        let deadline = Instant::now() + self.config.quorum_timeout;
+        let mut hint: Option<NodeId> = None;
+        let mut reason = String::from("no leader known");
+        loop {
+            let target = match (self.replicas.get(&fragment), hint) {
+                (Some(replica), _) => replica.group.leader(),
+                (None, Some(node)) => Some(node),
+                // Not held here: ask its replicas in turn.
+                (None, None) => self.placement[fragment as usize].first().copied(),
+            };
+            match target {
+                Some(node) if node == self.config.node_id => {
+                    let replica = &self.replicas[&fragment];
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    match tokio::time::timeout(
+                        remaining,
+                        write_here(replica, fragment, table, key, mutation.clone(), durability),
+                    )
+                    .await
+                    {
+                        Ok(Err(WriteFailure::Cluster(ClusterError::Refused { code, message })))
+                            if code == "not_leader" =>
+                        {
+                            reason = message;
+                        }
+                        Ok(result) => return result,
+                        Err(_) => reason = "the proposal did not commit".into(),
+                    }
+                }
+                Some(node) => {
+                    let request = Forward::Write {
+                        fragment,
+                        table: table.clone(),
+                        key: key.clone(),
+                        mutation: mutation.clone(),
+                        durability,
+                    };
+                    match self.forward(node, &request, deadline).await {
+                        Ok(Answer::Written(version)) => {
+                            return Ok(WriteOutcome::Applied { version, seq: 0 });
+                        }
+                        Ok(Answer::NotFound) => return Ok(WriteOutcome::NotFound),
+                        Ok(Answer::Failure {
+                            code,
+                            message,
+                            leader,
+                        }) => match code.as_str() {
+                            "not_leader" | "no_quorum" => {
+                                hint = leader.filter(|l| *l != node);
+                                reason = message;
+                            }
+                            "interrupted" => {
+                                return Err(ClusterError::Interrupted { fragment }.into());
+                            }
+                            _ => return Err(ClusterError::Refused { code, message }.into()),
+                        },
+                        Ok(other) => reason = format!("node {node} answered {other:?}"),
+                        Err(error) => {
+                            hint = self.next_replica(fragment, node);
+                            reason = error.to_string();
+                        }
+                    }
+                }
+                None => {}
+            }
+            if Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(self.no_quorum(fragment, reason).into());
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    /// Wait until a linearizable read of `fragment` may be served from this
+    /// node's replica: its leader confirmed leadership with a quorum and
+    /// this replica applied everything committed before the read.
+    pub(crate) async fn linearize(&self, fragment: FragmentId) -> Result<(), ClusterError> {
+        let deadline = Instant::now() + self.config.quorum_timeout;
+        let Some(replica) = self.replicas.get(&fragment) else {
+            return Err(ClusterError::Refused {
+                code: "not_replicated_here".into(),
+                message: format!(
+                    "fragment {fragment} has no replica on node {}; reads of fragments held elsewhere are not served yet",
+                    self.config.node_id
+                ),
+            });
+        };
+        let mut reason = String::from("no leader known");
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match replica.group.leader() {
+                Some(node) if node == self.config.node_id => {
+                    match tokio::time::timeout(remaining, replica.group.read_index()).await {
+                        Ok(Ok(_)) => return Ok(()),
+                        Ok(Err(error)) => reason = error.to_string(),
+                        Err(_) => reason = "the leader could not confirm a quorum".into(),
+                    }
+                }
+                Some(node) => {
+                    match self
+                        .forward(node, &Forward::ReadIndex { fragment }, deadline)
+                        .await
+                    {
+                        Ok(Answer::ReadIndex(index)) => {
+                            let remaining = deadline.saturating_duration_since(Instant::now());
+                            if replica.group.wait_applied(index, remaining).await {
+                                return Ok(());
+                            }
+                            reason = format!("this replica did not apply entry {index} in time");
+                        }
+                        Ok(Answer::Failure { message, .. }) => reason = message,
+                        Ok(other) => reason = format!("node {node} answered {other:?}"),
+                        Err(error) => reason = error.to_string(),
+                    }
+                }
+                None => {}
+            }
+            if Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(self.no_quorum(fragment, reason));
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    /// Serve a Raft RPC from a member (`ebb.raft.v1.RaftRequest` bytes).
+    pub async fn serve_raft(&self, body: &[u8]) -> Bytes {
+        let response = match RaftRequest::decode(body) {
+            Ok((group, request)) => match group
+                .as_fragment()
+                .and_then(|fragment| self.replicas.get(&fragment))
+            {
+                Some(replica) => replica.group.serve(request).await,
+                None => RaftResponse::Error(format!(
+                    "{group} has no replica on node {}",
+                    self.config.node_id
+                )),
+            },
+            Err(error) => RaftResponse::Error(error.to_string()),
+        };
+        Bytes::from(response.encode())
+    }
+
+    /// Serve a request another member forwarded
+    /// (`ebb.cluster.v1.ForwardRequest` bytes). Served only if this node
+    /// leads the fragment; otherwise the answer names the leader.
+    pub async fn serve_forward(&self, body: &[u8]) -> Bytes {
+        let answer = match Forward::decode(body) {
+            Ok(request) => self.answer(request).await,
+            Err(error) => Answer::failure("invalid_request", error),
+        };
+        answer.encode()
+    }
+
+    async fn answer(&self, request: Forward) -> Answer {
+        let fragment = match &request {
+            Forward::Ping => return Answer::Pong(self.config.node_id),
+            Forward::Write { fragment, .. } | Forward::ReadIndex { fragment } => *fragment,
+        };
+        let Some(replica) = self.replicas.get(&fragment) else {
+            return Answer::Failure {
+                code: "not_leader".into(),
+                message: format!(
+                    "fragment {fragment} has no replica on node {}",
+                    self.config.node_id
+                ),
+                leader: None,
+            };
+        };
+        if !replica.group.is_leader() {
+            return Answer::Failure {
+                code: "not_leader".into(),
+                message: format!(
+                    "node {} does not lead fragment {fragment}",
+                    self.config.node_id
+                ),
+                leader: replica.group.leader(),
+            };
+        }
+        let timeout = self.config.quorum_timeout;
+        match request {
+            Forward::Write {
+                table,
+                key,
+                mutation,
+                durability,
+                ..
+            } => {
+                let write = write_here(replica, fragment, &table, &key, mutation, durability);
+                match tokio::time::timeout(timeout, write).await {
+                    Ok(Ok(WriteOutcome::Applied { version, .. })) => Answer::Written(version),
+                    Ok(Ok(WriteOutcome::NotFound)) => Answer::NotFound,
+                    Ok(Err(WriteFailure::Backlog(full))) => Answer::failure("overloaded", full),
+                    Ok(Err(WriteFailure::Cluster(error))) => failure_of(&error),
+                    Err(_) => Answer::failure(
+                        "no_quorum",
+                        self.no_quorum(fragment, "the proposal did not commit".into()),
+                    ),
+                }
+            }
+            Forward::ReadIndex { .. } => {
+                match tokio::time::timeout(timeout, replica.group.read_index()).await {
+                    Ok(Ok(index)) => Answer::ReadIndex(index),
+                    Ok(Err(error)) => Answer::failure("no_quorum", error),
+                    Err(_) => Answer::failure("no_quorum", "the leader could not confirm a quorum"),
+                }
+            }
+            Forward::Ping => unreachable!("answered above"),
+        }
+    }
+
+    /// The cluster as this node sees it; members are pinged (briefly).
+    pub async fn status(&self) -> ClusterStatus {
+        let pings = self.config.peers.iter().map(|(id, addr)| async move {
+            let state = if *id == self.config.node_id {
+                "self"
+            } else {
+                let deadline = Instant::now() + Duration::from_millis(500);
+                match self.forward(*id, &Forward::Ping, deadline).await {
+                    Ok(Answer::Pong(_)) => "up",
+                    _ => "unreachable",
+                }
+            };
+            MemberStatus {
+                id: *id,
+                addr: addr.clone(),
+                state,
+            }
+        });
+        let members = futures::future::join_all(pings).await;
+        let fragments = self
+            .placement
+            .iter()
+            .enumerate()
+            .map(|(fragment, replicas)| FragmentStatus {
+                fragment: fragment as FragmentId,
+                replicas: replicas.clone(),
+                group: self
+                    .replicas
+                    .get(&(fragment as FragmentId))
+                    .map(|replica| replica.group.status()),
+            })
+            .collect();
+        ClusterStatus {
+            node_id: self.config.node_id,
+            replication: self.config.replication,
+            members,
+            fragments,
+        }
+    }
+
+    /// Before a clean stop: hand every group this node leads to another
+    /// replica, and wait (briefly) until they took over.
+    pub async fn hand_over(&self) {
+        for (fragment, replica) in &self.replicas {
+            if let Some(to) = self.placement[*fragment as usize]
+                .iter()
+                .find(|id| **id != self.config.node_id)
+            {
+                replica.group.hand_over(*to).await;
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline
+            && self
+                .replicas
+                .values()
+                .any(|replica| replica.group.is_leader())
+        {
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    /// Stop every group and the log writer.
+    pub async fn shutdown(&self) {
+        for replica in self.replicas.values() {
+            replica.group.shutdown().await;
+        }
+        self.writer.close();
+    }
+
+    async fn forward(
+        &self,
+        to: NodeId,
+        request: &Forward,
+        deadline: Instant,
+    ) -> Result<Answer, TransportError> {
+        let timeout = deadline
+            .saturating_duration_since(Instant::now())
+            .min(FORWARD_TIMEOUT);
+        let answer = self
+            .transport
+            .call(to, Service::Forward, request.encode(), timeout)
+            .await?;
+        Answer::decode(&answer).map_err(|e| TransportError::Unreachable {
+            node: to,
+            reason: e.to_string(),
+        })
+    }
+
+    /// The replica of `fragment` after `node` in placement order (wrapping),
+    /// to try when `node` does not answer.
+    fn next_replica(&self, fragment: FragmentId, node: NodeId) -> Option<NodeId> {
+        let replicas = &self.placement[fragment as usize];
+        let at = replicas.iter().position(|id| *id == node)?;
+        Some(replicas[(at + 1) % replicas.len()])
+    }
+
+    fn no_quorum(&self, fragment: FragmentId, reason: String) -> ClusterError {
+        ClusterError::NoQuorum {
+            fragment,
+            waited_ms: self.config.quorum_timeout.as_millis() as u64,
+            reason,
+        }
+    }
+}
+
+/// A client write that failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum WriteFailure {
+    /// The leader's write buffer is full.
+    #[error(transparent)]
+    Backlog(#[from] BacklogFull),
+    /// The cluster could not commit it.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+}
+
+/// Version and propose a write on this node, which leads `fragment`.
+async fn write_here(
+    replica: &Replica,
+    fragment: FragmentId,
+    table: &TableName,
+    key: &Arc<str>,
+    mutation: Mutation,
+    durability: Durability,
+) -> Result<WriteOutcome, WriteFailure> {
+    let is_delete = matches!(mutation, Mutation::Delete);
+    for _ in 0..SUPERSEDED_RETRIES {
+        let Some(write) = replica
+            .state
+            .propose_write(table, key, mutation.clone(), now_ms())?
+        else {
+            return Ok(WriteOutcome::NotFound);
+        };
+        let version = write.record.version.clone();
+        let command = Bytes::from(Command::Write(write).encode());
+        let sync = durability == Durability::Sync;
+        let reply = replica
+            .group
+            .propose(command, sync)
+            .await
+            .map_err(|e| group_failure(fragment, e))?;
+        match Applied::decode(&reply).map_err(|e| stopped(fragment, e))? {
+            Applied::Written { .. } => return Ok(WriteOutcome::Applied { version, seq: 0 }),
+            Applied::Skipped if is_delete => return Ok(WriteOutcome::NotFound),
+            // A newer record of an earlier leader applied first; this
+            // node's clock has now passed it: try again.
+            _ => continue,
+        }
+    }
+    Err(ClusterError::Interrupted { fragment }.into())
+}
+
+fn group_failure(fragment: FragmentId, error: GroupError) -> ClusterError {
+    match error {
+        GroupError::NotLeader { .. } => ClusterError::Refused {
+            code: "not_leader".into(),
+            message: error.to_string(),
+        },
+        GroupError::Discarded { .. } => ClusterError::Interrupted { fragment },
+        GroupError::NoQuorum { .. } => ClusterError::NoQuorum {
+            fragment,
+            waited_ms: 0,
+            reason: error.to_string(),
+        },
+        GroupError::Stopped { .. } => stopped(fragment, error),
+    }
+}
+
+fn failure_of(error: &ClusterError) -> Answer {
+    let code = match error {
+        ClusterError::NoQuorum { .. } => "no_quorum",
+        ClusterError::Interrupted { .. } => "interrupted",
+        ClusterError::Refused { code, .. } => code.as_str(),
+        ClusterError::Stopped { .. } => "unavailable",
+    };
+    Answer::failure(code, error)
+}
+
+fn stopped(fragment: FragmentId, error: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Stopped {
+        fragment,
+        reason: error.to_string(),
+    }
+}
+
+/// A fragment's group as its maintenance proposes through it.
+struct GroupHook {
+    group: Group<FragmentState>,
+}
+
+impl Replicator for GroupHook {
+    fn ready(&self) -> BoxFuture<'_, bool> {
+        // A read index on the leader waits until it applied every entry of
+        // earlier terms; a follower answers at once.
+        Box::pin(async move { self.group.is_leader() && self.group.read_index().await.is_ok() })
+    }
+
+    fn propose(&self, command: Command) -> BoxFuture<'_, Result<Applied, String>> {
+        Box::pin(async move {
+            let reply = self
+                .group
+                .propose(Bytes::from(command.encode()), false)
+                .await
+                .map_err(|e| e.to_string())?;
+            Applied::decode(&reply).map_err(|e| e.to_string())
+        })
+    }
+}

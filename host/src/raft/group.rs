@@ -1,0 +1,333 @@
+//! One Raft group on this node, in ebb's terms: start and form it, propose
+//! a command, confirm a read, serve a peer's RPC, report its state, step
+//! down and stop. The rest of the crate drives groups through this file
+//! and never sees openraft's types.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use openraft::async_runtime::WatchReceiver;
+use openraft::errors::{ClientWriteError, LinearizableReadError, RaftError};
+use openraft::{BasicNode, Config, Raft, ReadPolicy, SnapshotPolicy};
+
+use super::log_store::LogStore;
+use super::machine::{GroupMachine, StateMachine};
+use super::network::{GroupNetwork, Transport};
+use super::types::{Command, GroupId, NodeId, TypeConfig};
+use super::wire::{RaftRequest, RaftResponse};
+
+/// Timing of every group of a node.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupTiming {
+    /// A leader's heartbeat interval.
+    pub heartbeat: Duration,
+    /// A follower that hears no leader for a random time in
+    /// `[election_min, 2 × election_min)` stands for election.
+    pub election_min: Duration,
+}
+
+impl Default for GroupTiming {
+    /// 100 ms heartbeats, elections after 400–800 ms of silence: a failed
+    /// leader is replaced in well under 2 s on a healthy network.
+    fn default() -> Self {
+        Self {
+            heartbeat: Duration::from_millis(100),
+            election_min: Duration::from_millis(400),
+        }
+    }
+}
+
+/// A proposal or read the group could not serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    /// This node does not lead the group; `leader` does, if known.
+    #[error("{group}: this node is not the leader (leader: {leader:?})")]
+    NotLeader {
+        /// The group.
+        group: GroupId,
+        /// Who leads, as far as this node knows.
+        leader: Option<NodeId>,
+    },
+    /// The leader lost its quorum while confirming a read.
+    #[error("{group}: no quorum confirmed the read")]
+    NoQuorum {
+        /// The group.
+        group: GroupId,
+    },
+    /// The proposal's entry was dropped by a leader change; it may or may
+    /// not be committed later.
+    #[error("{group}: the leader changed before the entry committed; it may or may not apply")]
+    Discarded {
+        /// The group.
+        group: GroupId,
+    },
+    /// The group stopped (shutdown, or a storage or apply failure).
+    #[error("{group}: the group stopped: {reason}")]
+    Stopped {
+        /// The group.
+        group: GroupId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Where a group is, from this node's view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatus {
+    /// The current leader, if known.
+    pub leader: Option<NodeId>,
+    /// The current term.
+    pub term: u64,
+    /// Index of the last entry in this node's log.
+    pub last_log_index: u64,
+    /// Index of the last entry known committed.
+    pub committed: u64,
+    /// Index of the last entry this node applied.
+    pub applied: u64,
+    /// The voters.
+    pub voters: Vec<NodeId>,
+    /// On the leader: entries each follower is behind the leader's log
+    /// (`None` when nothing is known to have reached it).
+    pub lag: BTreeMap<NodeId, Option<u64>>,
+}
+
+/// A Raft group replicating `M` on this node.
+pub struct Group<M: GroupMachine> {
+    id: GroupId,
+    raft: Raft<TypeConfig, StateMachine<M>>,
+}
+
+impl<M: GroupMachine> Clone for Group<M> {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id,
+            raft: self.raft.clone(),
+        }
+    }
+}
+
+impl<M: GroupMachine> Group<M> {
+    /// Start this node's replica of group `id` over `machine`, with its
+    /// `log` (in the node's store). The group has no members until
+    /// [`Self::form`] (first start) or until it reads them from its log.
+    pub async fn start(
+        node: NodeId,
+        id: GroupId,
+        log: LogStore,
+        machine: StateMachine<M>,
+        transport: Arc<dyn Transport>,
+        timing: GroupTiming,
+    ) -> Result<Self, GroupError> {
+        let election = timing.election_min.as_millis() as u64;
+        let config = Config {
+            cluster_name: format!("ebb {id}"),
+            heartbeat_interval: timing.heartbeat.as_millis() as u64,
+            election_timeout_min: election,
+            election_timeout_max: election * 2,
+            // Keep the log until the applied position is durable with the
+            // state it covers (docs/cluster.md, "What remains").
+            snapshot_policy: SnapshotPolicy::Never,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| GroupError::Stopped {
+            group: id,
+            reason: e.to_string(),
+        })?;
+        let network = GroupNetwork {
+            group: id,
+            transport,
+        };
+        let raft = Raft::new(node, Arc::new(config), network, log, machine)
+            .await
+            .map_err(|e| GroupError::Stopped {
+                group: id,
+                reason: e.to_string(),
+            })?;
+        Ok(Self { id, raft })
+    }
+
+    /// Which group this is.
+    pub fn id(&self) -> GroupId {
+        self.id
+    }
+
+    /// Form the group with `members` as its voters if it has never been
+    /// formed; a group that has a log (formed before, or joined by a
+    /// leader) is left as it is.
+    pub async fn form(&self, members: &BTreeMap<NodeId, String>) -> Result<(), GroupError> {
+        if self
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| self.stopped(e))?
+        {
+            return Ok(());
+        }
+        let members: BTreeMap<NodeId, BasicNode> = members
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .collect();
+        match self.raft.initialize(members).await {
+            Ok(()) => Ok(()),
+            // Formed in between by another member's leader.
+            Err(RaftError::APIError(_)) => Ok(()),
+            Err(RaftError::Fatal(fatal)) => Err(self.stopped(fatal)),
+        }
+    }
+
+    /// The leader as this node knows it.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow_watched().current_leader
+    }
+
+    /// Whether this node leads the group.
+    pub fn is_leader(&self) -> bool {
+        self.leader() == Some(*self.raft.node_id())
+    }
+
+    /// Propose `command` (fsynced on every replica before it counts when
+    /// `sync`) and wait until this node applied it: the machine's answer.
+    pub async fn propose(&self, command: Bytes, sync: bool) -> Result<Bytes, GroupError> {
+        match self.raft.client_write(Command::new(command, sync)).await {
+            Ok(response) => Ok(response.data.0),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+                Err(GroupError::NotLeader {
+                    group: self.id,
+                    leader: forward.leader_id,
+                })
+            }
+            Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_))) => {
+                Err(GroupError::Discarded { group: self.id })
+            }
+            Err(RaftError::APIError(other)) => Err(GroupError::Stopped {
+                group: self.id,
+                reason: other.to_string(),
+            }),
+            Err(RaftError::Fatal(fatal)) => Err(self.stopped(fatal)),
+        }
+    }
+
+    /// On the leader: confirm leadership with a quorum and wait until this
+    /// node applied everything committed before; the log index a reader
+    /// anywhere must have applied to read linearizably.
+    pub async fn read_index(&self) -> Result<u64, GroupError> {
+        match self.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
+            Ok(read) => Ok(read.log_id().index),
+            Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(forward))) => {
+                Err(GroupError::NotLeader {
+                    group: self.id,
+                    leader: forward.leader_id,
+                })
+            }
+            Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(_))) => {
+                Err(GroupError::NoQuorum { group: self.id })
+            }
+            Err(RaftError::Fatal(fatal)) => Err(self.stopped(fatal)),
+        }
+    }
+
+    /// Wait until this node applied entry `index`, for at most `timeout`;
+    /// whether it did.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
+        self.raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "a linearizable read")
+            .await
+            .is_ok()
+    }
+
+    /// Serve a peer's RPC for this group.
+    pub async fn serve(&self, request: RaftRequest) -> RaftResponse {
+        let answer = match request {
+            RaftRequest::AppendEntries(rpc) => self
+                .raft
+                .append_entries(rpc)
+                .await
+                .map(RaftResponse::AppendEntries)
+                .map_err(|e| e.to_string()),
+            RaftRequest::Vote(rpc) => self
+                .raft
+                .vote(rpc)
+                .await
+                .map(RaftResponse::Vote)
+                .map_err(|e| e.to_string()),
+            RaftRequest::PreVote(rpc) => self
+                .raft
+                .pre_vote(rpc)
+                .await
+                .map(RaftResponse::Vote)
+                .map_err(|e| e.to_string()),
+            RaftRequest::FullSnapshot { vote, snapshot } => self
+                .raft
+                .install_full_snapshot(vote, snapshot)
+                .await
+                .map(RaftResponse::Snapshot)
+                .map_err(|e| e.to_string()),
+            RaftRequest::TransferLeader(request) => {
+                match self.raft.handle_transfer_leader(request).await {
+                    Ok(Ok(())) => Ok(RaftResponse::TransferLeader),
+                    Ok(Err(refused)) => Err(refused.to_string()),
+                    Err(fatal) => Err(fatal.to_string()),
+                }
+            }
+        };
+        answer.unwrap_or_else(RaftResponse::Error)
+    }
+
+    /// The group's state from this node's view.
+    pub fn status(&self) -> GroupStatus {
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let last = metrics.last_log_index.unwrap_or(0);
+        let lag = metrics
+            .replication
+            .as_ref()
+            .map(|replication| {
+                replication
+                    .iter()
+                    .filter(|(node, _)| **node != metrics.id)
+                    .map(|(node, matched)| {
+                        (
+                            *node,
+                            matched.as_ref().map(|m| last.saturating_sub(m.index)),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        GroupStatus {
+            leader: metrics.current_leader,
+            term: metrics.current_term,
+            last_log_index: last,
+            committed: metrics
+                .cluster_committed
+                .or(metrics.local_committed)
+                .map_or(0, |id| id.index),
+            applied: metrics.last_applied.map_or(0, |id| id.index),
+            voters: metrics.membership_config.membership().voter_ids().collect(),
+            lag,
+        }
+    }
+
+    /// If this node leads, ask `to` to take over (it starts an election at
+    /// once); returns without waiting for the outcome.
+    pub async fn hand_over(&self, to: NodeId) {
+        if self.is_leader() {
+            let _ = self.raft.trigger().transfer_leader(to).await;
+        }
+    }
+
+    /// Stop the group (its log and state stay as they are).
+    pub async fn shutdown(&self) {
+        let _ = self.raft.shutdown().await;
+    }
+
+    fn stopped(&self, error: impl std::fmt::Display) -> GroupError {
+        GroupError::Stopped {
+            group: self.id,
+            reason: error.to_string(),
+        }
+    }
+}
