@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run cluster example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
+.PHONY: run cluster example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-cluster bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -74,6 +74,10 @@ bench-expiry: prereqs plugins
 
 bench-http: prereqs
 	./scripts/bench-http.sh
+
+# Three members against one node and a three-member etcd, and failover time.
+bench-cluster: prereqs
+	./scripts/bench-cluster.sh
 
 # Point-read latency and server memory while heavy queries run.
 bench-isolation: prereqs

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Cluster benchmark, loopback only, every run bounded by DURATION:
+#  1. PUT throughput and latency (wrk, CONNECTIONS connections, 100-byte
+#     values, unique keys) of one ebb node, of three ebb members (the load
+#     spread over the three client ports), and of a three-member etcd
+#     (Debian's etcd-server, through its HTTP/JSON gateway /v3/kv/put),
+#     side by side with ratios. Every side acknowledges a write once a
+#     majority has it (etcd and ebb `sync`: fsynced; ebb `wal`: in the
+#     write-ahead log).
+#  2. Failover: FAILOVERS times, kill -9 the member leading fragment 0 and
+#     time until the first write to a key of fragment 0 is acknowledged by
+#     another member; p50 and p99.
+# Installs wrk and etcd-server when missing. Both sides share the machine's
+# cores (stated in the output).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-32}
+THREADS=${THREADS:-2}
+FAILOVERS=${FAILOVERS:-10}
+
+need=()
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "bench-cluster: installing ${need[*]}"
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+cargo build --release -q --workspace --bins
+bin="${CARGO_TARGET_DIR:-target}/release/ebb"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export RUST_LOG=warn
+
+wait_ok() { # url
+  for _ in $(seq 200); do curl -fsS "$1" >/dev/null 2>&1 && return; sleep 0.05; done
+  echo "bench-cluster: $1 never answered" >&2; exit 1
+}
+
+cat >"$work/put.lua" <<'LUA'
+-- PUT unique keys; the path prefix is args[1], the query args[2]. With
+-- several URLs (args[3..]) each connection picks one round robin.
+local prefix, query
+local counter = 0
+init = function(args)
+  prefix = args[1]; query = args[2] or ""
+  math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16))
+  counter = math.random(1, 1e9)
+end
+wrk.method = "PUT"
+wrk.body = string.rep("x", 100)
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, prefix .. counter .. query)
+end
+LUA
+cat >"$work/etcd.lua" <<'LUA'
+-- etcd v3 JSON gateway: PUT unique keys with 100-byte values (base64).
+local counter = 0
+local value = "eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eA=="
+init = function(args)
+  math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16))
+  counter = math.random(1, 1e9)
+end
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local function b64(s)
+  local b = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+  return ((s:gsub(".", function(x)
+    local r, c = "", x:byte()
+    for i = 8, 1, -1 do r = r .. (c % 2 ^ i - c % 2 ^ (i - 1) > 0 and "1" or "0") end
+    return r
+  end) .. "0000"):gsub("%d%d%d?%d?%d?%d?", function(x)
+    if #x < 6 then return "" end
+    local c = 0
+    for i = 1, 6 do c = c + (x:sub(i, i) == "1" and 2 ^ (6 - i) or 0) end
+    return b:sub(c + 1, c + 1)
+  end) .. ({ "", "==", "=" })[#s % 3 + 1])
+end
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, "/v3/kv/put", nil,
+    '{"key":"' .. b64("k" .. counter) .. '","value":"' .. value .. '"}')
+end
+LUA
+
+# wrk against one URL with a script and its arguments; prints
+# "rps p50_ms p99_ms errors".
+load() {
+  local url=$1 script=$2; shift 2
+  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$script" "$url" -- "$@" >"$work/wrk.out"
+  awk '
+    /Requests\/sec/ {rps=$2}
+    /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
+    /Non-2xx/ {err=$NF} /Socket errors/ {err=err"+"$0}
+    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+    END {printf "%s %.2f %.2f %s\n", rps, ms(p50), ms(p99), (err==""?0:err)}' "$work/wrk.out"
+}
+
+start_ebb() { # name extra-args...: starts ebb serve, echoes nothing
+  local name=$1; shift
+  "$bin" serve --data-dir "$work/$name" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  pids+=($!)
+  echo $! >"$work/$name.pid"
+}
+
+echo "== write throughput: $CONNECTIONS connections, $DURATION, 100-byte values, unique keys, $(nproc) cores shared by every process"
+start_ebb single --listen 127.0.0.1:7260
+wait_ok http://127.0.0.1:7260/health
+peers="1=127.0.0.1:7271,2=127.0.0.1:7272,3=127.0.0.1:7273"
+for n in 1 2 3; do
+  start_ebb "node$n" --listen "127.0.0.1:726$n" --node-id "$n" --cluster-listen "127.0.0.1:727$n" --peers "$peers"
+done
+for n in 1 2 3; do wait_ok "http://127.0.0.1:726$n/health"; done
+until curl -fsS -X PUT --data x "http://127.0.0.1:7261/v1/tables/warm/keys/k" >/dev/null 2>&1; do sleep 0.1; done
+
+for level in wal sync; do
+  single=$(load http://127.0.0.1:7260 "$work/put.lua" "/v1/tables/bench/keys/k" "?durability=$level")
+  # The cluster load goes to member 1, which forwards what it does not lead.
+  cluster=$(load http://127.0.0.1:7261 "$work/put.lua" "/v1/tables/bench/keys/k" "?durability=$level")
+  echo "ebb 1 node   $level: $single (req/s p50 p99 non-2xx)"
+  echo "ebb 3 nodes  $level: $cluster"
+done
+# Every member holds the same records (one read per member).
+for n in 1 2 3; do
+  curl -fsS -X POST "http://127.0.0.1:726$n/v1/sql" -d '{"sql":"SELECT count(*) FROM bench"}' | sed "s/^/member $n: /"; echo
+done
+
+etcd_peers="e1=http://127.0.0.1:2381,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2383"
+for n in 1 2 3; do
+  etcd --name "e$n" --data-dir "$work/etcd$n" \
+    --listen-client-urls "http://127.0.0.1:237$n" --advertise-client-urls "http://127.0.0.1:237$n" \
+    --listen-peer-urls "http://127.0.0.1:238$n" --initial-advertise-peer-urls "http://127.0.0.1:238$n" \
+    --initial-cluster "$etcd_peers" --initial-cluster-state new --log-level error \
+    >"$work/etcd$n.log" 2>&1 &
+  pids+=($!)
+done
+for n in 1 2 3; do
+  for _ in $(seq 200); do curl -fsS "http://127.0.0.1:237$n/health" 2>/dev/null | grep -q true && break; sleep 0.05; done
+done
+etcd=$(load http://127.0.0.1:2371 "$work/etcd.lua")
+echo "etcd 3 members (fsync, HTTP gateway): $etcd"
+
+echo "== failover: kill -9 of the member leading fragment 0, time until a write to every fragment (64 keys, one batch) is acknowledged by another member ($FAILOVERS times)"
+# 64 keys: every fragment (16) holds some of them, with near certainty.
+batch='['$(for i in $(seq 0 63); do printf '{"key":"f%d","value":"x"},' "$i"; done | sed 's/,$//')']'
+all_written() { # member: whether one batch write of the 64 keys fully succeeded
+  curl -fsS -m 5 -X POST -H 'content-type: application/json' --data "$batch" \
+    "http://127.0.0.1:726$1/v1/tables/failover/batch" 2>/dev/null |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["results"]; sys.exit(0 if all(x["status"]==200 for x in r) else 1)'
+}
+times=()
+for run in $(seq "$FAILOVERS"); do
+  leader=$(curl -fsS http://127.0.0.1:7261/v1/cluster 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["fragments"][0]["leader"])' 2>/dev/null || \
+           curl -fsS http://127.0.0.1:7262/v1/cluster | python3 -c 'import json,sys; print(json.load(sys.stdin)["fragments"][0]["leader"])')
+  other=$(( leader % 3 + 1 ))
+  kill -9 "$(cat "$work/node$leader.pid")"
+  wait "$(cat "$work/node$leader.pid")" 2>/dev/null || true
+  start=$(date +%s%N)
+  until all_written "$other"; do sleep 0.01; done
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  times+=("$ms")
+  echo "run $run: member $leader killed, every fragment written through member $other after $ms ms"
+  start_ebb "node$leader" --listen "127.0.0.1:726$leader" --node-id "$leader" --cluster-listen "127.0.0.1:727$leader" --peers "$peers"
+  wait_ok "http://127.0.0.1:726$leader/health"
+  sleep 2
+done
+printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {p50=a[int((NR+1)/2)]; p99=a[NR]; printf "failover p50 %d ms, p99 (max of %d) %d ms\n", p50, NR, p99}'
