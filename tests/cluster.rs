@@ -370,3 +370,41 @@ fn any_member_serves_writes_reads_sql_and_status() {
     assert_eq!(call("DELETE", &url, &[], None).status, 404);
     assert_eq!(get(cluster.url(2), "t", "k01").status, 404);
 }
+
+#[test]
+fn five_members_with_three_replicas_place_and_serve_every_fragment() {
+    let cluster = Cluster::start(5, &["--replication", "3"]);
+    let status = cluster.status(0);
+    let fragments = status["fragments"].as_array().unwrap();
+    let mut held = [0usize; 5];
+    for fragment in fragments {
+        let replicas = fragment["replicas"].as_array().unwrap();
+        assert_eq!(replicas.len(), 3, "{fragment}");
+        for replica in replicas {
+            held[replica.as_u64().unwrap() as usize - 1] += 1;
+        }
+    }
+    assert_eq!(held.iter().sum::<usize>(), 3 * fragments.len());
+    assert!(
+        held.iter().all(|n| *n < fragments.len()),
+        "no member holds every fragment: {held:?}"
+    );
+    // Writes through every member, reads of every key from every member
+    // (a member without a replica asks the fragment's leader).
+    for k in 0..40 {
+        let answer = put(
+            cluster.url(k % 5),
+            "t",
+            &format!("k{k:02}"),
+            &format!("v{k}"),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    }
+    for i in 0..5 {
+        for k in 0..40 {
+            let answer = get(cluster.url(i), "t", &format!("k{k:02}"));
+            assert_eq!(answer.text(), format!("v{k}"), "node {} k{k:02}", i + 1);
+        }
+        assert_eq!(get(cluster.url(i), "t", "absent").status, 404);
+    }
+}

@@ -38,6 +38,15 @@ pub(crate) enum Forward {
     },
     /// Whether the member is up.
     Ping,
+    /// A linearizable read of one key, for the leader of `fragment`.
+    Get {
+        /// The fragment of the key.
+        fragment: FragmentId,
+        /// The table.
+        table: TableName,
+        /// The key.
+        key: Arc<str>,
+    },
 }
 
 /// A member's answer.
@@ -51,6 +60,15 @@ pub(crate) enum Answer {
     ReadIndex(u64),
     /// The member is up.
     Pong(NodeId),
+    /// The visible record a `Get` found.
+    Found {
+        /// Its value.
+        value: Bytes,
+        /// Its version.
+        version: Version,
+        /// Its deadline, if any.
+        expires_at_ms: Option<u64>,
+    },
     /// The member could not serve the request.
     Failure {
         /// An error code of the HTTP contract, or `not_leader`.
@@ -107,6 +125,15 @@ impl Forward {
                 })
             }
             Forward::Ping => pb::forward_request::Request::Ping(pb::Ping {}),
+            Forward::Get {
+                fragment,
+                table,
+                key,
+            } => pb::forward_request::Request::Get(pb::Get {
+                fragment: *fragment,
+                table: table.as_str().to_string(),
+                key: key.to_string(),
+            }),
         };
         pb::ForwardRequest {
             request: Some(request),
@@ -146,6 +173,14 @@ impl Forward {
                     fragment: read.fragment,
                 },
                 pb::forward_request::Request::Ping(_) => Forward::Ping,
+                pb::forward_request::Request::Get(get) => {
+                    validate_key(&get.key).map_err(malformed)?;
+                    Forward::Get {
+                        fragment: get.fragment,
+                        table: TableName::system(&get.table).map_err(malformed)?,
+                        key: Arc::from(get.key),
+                    }
+                }
             },
         )
     }
@@ -164,10 +199,17 @@ impl Answer {
     /// The `ebb.cluster.v1.ForwardResponse` bytes.
     pub(crate) fn encode(&self) -> Bytes {
         let response = match self {
-            Answer::Written(version) => pb::forward_response::Response::Written(pb::Written {
-                hlc_ms: version.hlc_ms,
-                counter: version.counter,
-                writer: version.writer.to_string(),
+            Answer::Written(version) => {
+                pb::forward_response::Response::Written(written_to_pb(version))
+            }
+            Answer::Found {
+                value,
+                version,
+                expires_at_ms,
+            } => pb::forward_response::Response::Found(pb::Found {
+                value: value.clone(),
+                version: Some(written_to_pb(version)),
+                expires_at_ms: *expires_at_ms,
             }),
             Answer::NotFound => pb::forward_response::Response::NotFound(pb::NotFound {}),
             Answer::ReadIndex(index) => {
@@ -198,11 +240,18 @@ impl Answer {
         let response = pb::ForwardResponse::decode(bytes).map_err(malformed)?;
         Ok(
             match response.response.ok_or_else(|| malformed("no response"))? {
-                pb::forward_response::Response::Written(written) => Answer::Written(Version {
-                    hlc_ms: written.hlc_ms,
-                    counter: written.counter,
-                    writer: Arc::from(written.writer),
-                }),
+                pb::forward_response::Response::Written(written) => {
+                    Answer::Written(version_from_pb(written))
+                }
+                pb::forward_response::Response::Found(found) => Answer::Found {
+                    value: found.value,
+                    version: version_from_pb(
+                        found
+                            .version
+                            .ok_or_else(|| malformed("a found record without a version"))?,
+                    ),
+                    expires_at_ms: found.expires_at_ms,
+                },
                 pb::forward_response::Response::NotFound(_) => Answer::NotFound,
                 pb::forward_response::Response::ReadIndex(read) => Answer::ReadIndex(read.index),
                 pb::forward_response::Response::Pong(pong) => Answer::Pong(pong.node_id),
@@ -213,6 +262,22 @@ impl Answer {
                 },
             },
         )
+    }
+}
+
+fn written_to_pb(version: &Version) -> pb::Written {
+    pb::Written {
+        hlc_ms: version.hlc_ms,
+        counter: version.counter,
+        writer: version.writer.to_string(),
+    }
+}
+
+fn version_from_pb(written: pb::Written) -> Version {
+    Version {
+        hlc_ms: written.hlc_ms,
+        counter: written.counter,
+        writer: Arc::from(written.writer),
     }
 }
 
@@ -242,6 +307,11 @@ mod tests {
             },
             Forward::ReadIndex { fragment: 7 },
             Forward::Ping,
+            Forward::Get {
+                fragment: 2,
+                table: TableName::new("t").unwrap(),
+                key: Arc::from("k"),
+            },
         ];
         for request in requests {
             assert_eq!(Forward::decode(&request.encode()).unwrap(), request);
@@ -255,6 +325,15 @@ mod tests {
             Answer::NotFound,
             Answer::ReadIndex(42),
             Answer::Pong(3),
+            Answer::Found {
+                value: Bytes::from_static(b"\0v"),
+                version: Version {
+                    hlc_ms: 1,
+                    counter: 0,
+                    writer: Arc::from("w"),
+                },
+                expires_at_ms: None,
+            },
             Answer::Failure {
                 code: "not_leader".into(),
                 message: "ask 2".into(),

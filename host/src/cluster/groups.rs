@@ -21,6 +21,7 @@ use crate::raft::{
     AppendDurability, Group, GroupError, GroupId, GroupStatus, GroupTiming, LogStore, LogWriter,
     NodeId, RaftRequest, RaftResponse, Service, StateMachine, Transport, TransportError,
 };
+use crate::record::Version;
 use crate::store::{FragmentId, KvStore};
 use crate::write::Durability;
 
@@ -259,8 +260,12 @@ impl Cluster {
                             message,
                             leader,
                         }) => match code.as_str() {
-                            "not_leader" | "no_quorum" => {
-                                hint = leader.filter(|l| *l != node);
+                            // The member stepped down or is stopping:
+                            // try the leader it names, or the next replica.
+                            "not_leader" | "no_quorum" | "unavailable" => {
+                                hint = leader
+                                    .filter(|l| *l != node)
+                                    .or_else(|| self.next_replica(fragment, node));
                                 reason = message;
                             }
                             "interrupted" => {
@@ -284,6 +289,61 @@ impl Cluster {
         }
     }
 
+    /// A linearizable read of `key` of a fragment this node holds no
+    /// replica of: asked of the fragment's leader (found through its
+    /// replicas' `not_leader` answers). `None`: nothing visible.
+    pub(crate) async fn get_remote(
+        &self,
+        fragment: FragmentId,
+        table: &TableName,
+        key: &Arc<str>,
+    ) -> Result<Option<(Bytes, Version, Option<u64>)>, ClusterError> {
+        let deadline = Instant::now() + self.config.quorum_timeout;
+        let request = Forward::Get {
+            fragment,
+            table: table.clone(),
+            key: key.clone(),
+        };
+        let mut target = self.placement[fragment as usize].first().copied();
+        let mut reason = String::from("no replica answered");
+        while let Some(node) = target {
+            match self.forward(node, &request, deadline).await {
+                Ok(Answer::Found {
+                    value,
+                    version,
+                    expires_at_ms,
+                }) => return Ok(Some((value, version, expires_at_ms))),
+                Ok(Answer::NotFound) => return Ok(None),
+                Ok(Answer::Failure {
+                    message, leader, ..
+                }) => {
+                    target = leader
+                        .filter(|l| *l != node)
+                        .or(self.next_replica(fragment, node));
+                    reason = message;
+                }
+                Ok(other) => {
+                    target = self.next_replica(fragment, node);
+                    reason = format!("node {node} answered {other:?}");
+                }
+                Err(error) => {
+                    target = self.next_replica(fragment, node);
+                    reason = error.to_string();
+                }
+            }
+            if Instant::now() + RETRY_PAUSE >= deadline {
+                break;
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+        Err(self.no_quorum(fragment, reason))
+    }
+
+    /// Whether this node holds a replica of `fragment`.
+    pub(crate) fn holds(&self, fragment: FragmentId) -> bool {
+        self.replicas.contains_key(&fragment)
+    }
+
     /// Wait until a linearizable read of `fragment` may be served from this
     /// node's replica: its leader confirmed leadership with a quorum and
     /// this replica applied everything committed before the read.
@@ -293,7 +353,7 @@ impl Cluster {
             return Err(ClusterError::Refused {
                 code: "not_replicated_here".into(),
                 message: format!(
-                    "fragment {fragment} has no replica on node {}; reads of fragments held elsewhere are not served yet",
+                    "fragment {fragment} has no replica on node {}; SQL over fragments held elsewhere is not served yet (ask a member that holds every fragment, or use --replication equal to the member count)",
                     self.config.node_id
                 ),
             });
@@ -367,7 +427,9 @@ impl Cluster {
     async fn answer(&self, request: Forward) -> Answer {
         let fragment = match &request {
             Forward::Ping => return Answer::Pong(self.config.node_id),
-            Forward::Write { fragment, .. } | Forward::ReadIndex { fragment } => *fragment,
+            Forward::Write { fragment, .. }
+            | Forward::ReadIndex { fragment }
+            | Forward::Get { fragment, .. } => *fragment,
         };
         let Some(replica) = self.replicas.get(&fragment) else {
             return Answer::Failure {
@@ -413,6 +475,20 @@ impl Cluster {
             Forward::ReadIndex { .. } => {
                 match tokio::time::timeout(timeout, replica.group.read_index()).await {
                     Ok(Ok(index)) => Answer::ReadIndex(index),
+                    Ok(Err(error)) => Answer::failure("no_quorum", error),
+                    Err(_) => Answer::failure("no_quorum", "the leader could not confirm a quorum"),
+                }
+            }
+            Forward::Get { table, key, .. } => {
+                match tokio::time::timeout(timeout, replica.group.read_index()).await {
+                    Ok(Ok(_)) => match replica.state.get(&table, &key, now_ms()) {
+                        Some(record) => Answer::Found {
+                            value: record.value,
+                            version: record.version,
+                            expires_at_ms: record.expires_at_ms,
+                        },
+                        None => Answer::NotFound,
+                    },
                     Ok(Err(error)) => Answer::failure("no_quorum", error),
                     Err(_) => Answer::failure("no_quorum", "the leader could not confirm a quorum"),
                 }

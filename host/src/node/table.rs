@@ -82,6 +82,16 @@ impl Table {
         validate_key(key)?;
         let fragment = self.node.inner.router.fragment_of(key);
         if let Some(cluster) = &self.node.inner.cluster {
+            if !cluster.holds(fragment) {
+                let found = cluster
+                    .get_remote(fragment, &self.name, &Arc::from(key))
+                    .await?;
+                return Ok(found.map(|(value, version, expires_at_ms)| Entry {
+                    value,
+                    version,
+                    expires_at_ms,
+                }));
+            }
             cluster.linearize(fragment).await?;
         }
         let record =
