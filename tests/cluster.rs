@@ -364,6 +364,15 @@ fn any_member_serves_writes_reads_sql_and_status() {
             );
         }
     }
+    // Expiry handlers are refused in a cluster until their acks replicate.
+    let bind = call(
+        "PUT",
+        &format!("{}/v1/tables/t/expiry-handler", cluster.url(0)),
+        &[("content-type", "application/json")],
+        Some(br#"{"plugin": "archive", "function": "copy"}"#),
+    );
+    assert_eq!(bind.status, 501, "{}", bind.text());
+    assert_eq!(bind.code(), "not_in_cluster", "{}", bind.text());
     // Deletes go through the leader too; a second delete finds nothing.
     let url = format!("{}/v1/tables/t/keys/k01", cluster.url(1));
     assert_eq!(call("DELETE", &url, &[], None).status, 200);

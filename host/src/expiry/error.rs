@@ -25,6 +25,12 @@ pub enum ExpiryError {
     /// The node is shutting down.
     #[error("the node is shutting down")]
     ShuttingDown,
+    /// Binding a handler on a member of a cluster: acknowledgements are not
+    /// replicated yet, so each event would be delivered by every replica.
+    #[error(
+        "expiry handlers cannot be bound in a cluster yet: their acknowledgements are not replicated, so every replica would deliver each event; bind handlers on a single node (docs/cluster.md, \"What remains\")"
+    )]
+    NotInCluster,
 }
 
 /// Why a delivery failed. Only the handler's own failures cost the events

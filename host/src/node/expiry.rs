@@ -144,6 +144,9 @@ impl Node {
         table: &str,
         request: BindRequest,
     ) -> Result<Binding, ExpiryError> {
+        if self.inner.cluster.is_some() {
+            return Err(ExpiryError::NotInCluster);
+        }
         let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
         let binding = request.resolve(now_ms())?;
         self.blocking_expiry(move |node, store| {

@@ -33,6 +33,9 @@ impl From<ExpiryError> for ApiError {
             ExpiryError::ShuttingDown => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
             }
+            ExpiryError::NotInCluster => {
+                ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_in_cluster", message)
+            }
         }
     }
 }
