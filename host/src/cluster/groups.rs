@@ -144,35 +144,23 @@ impl Cluster {
         let mut replicas = BTreeMap::new();
         for fragment in config.local_fragments(&placement) {
             let state = states[fragment as usize].clone();
-            let group = Group::start(
-                config.node_id,
-                GroupId::fragment(fragment),
-                LogStore::new(
-                    GroupId::fragment(fragment),
-                    store.clone(),
-                    writer.clone(),
-                    AppendDurability::Wal,
-                ),
-                StateMachine::new(state.clone()),
-                transport.clone(),
-                GroupTiming::default(),
+            let started = start_replica(
+                &config, &placement, fragment, &state, &store, &writer, &transport,
             )
-            .await
-            .map_err(|e| stopped(fragment, e))?;
-            let members: BTreeMap<NodeId, String> = placement[fragment as usize]
-                .iter()
-                .map(|id| (*id, config.peers[id].clone()))
-                .collect();
-            // One member forms each group: its preferred leader (the first
-            // replica in placement order), so leadership starts spread
-            // over the members.
-            if placement[fragment as usize].first() == Some(&config.node_id) {
-                group
-                    .form(&members)
-                    .await
-                    .map_err(|e| stopped(fragment, e))?;
+            .await;
+            match started {
+                Ok(group) => {
+                    replicas.insert(fragment, Replica { state, group });
+                }
+                Err(error) => {
+                    // Stop what started, so a failed open leaves nothing running.
+                    for replica in replicas.values() {
+                        replica.group.shutdown().await;
+                    }
+                    writer.close();
+                    return Err(error);
+                }
             }
-            replicas.insert(fragment, Replica { state, group });
         }
         Ok(Self {
             config,
@@ -601,6 +589,47 @@ impl Cluster {
             reason,
         }
     }
+}
+
+/// Start this node's replica of `fragment`'s group and, on its preferred
+/// leader, form it.
+async fn start_replica(
+    config: &ClusterConfig,
+    placement: &[Vec<NodeId>],
+    fragment: FragmentId,
+    state: &Arc<FragmentState>,
+    store: &Arc<dyn KvStore>,
+    writer: &LogWriter,
+    transport: &Arc<dyn Transport>,
+) -> Result<Group<FragmentState>, ClusterError> {
+    let group = Group::start(
+        config.node_id,
+        GroupId::fragment(fragment),
+        LogStore::new(
+            GroupId::fragment(fragment),
+            store.clone(),
+            writer.clone(),
+            AppendDurability::Wal,
+        ),
+        StateMachine::new(state.clone()),
+        transport.clone(),
+        GroupTiming::default(),
+    )
+    .await
+    .map_err(|e| stopped(fragment, e))?;
+    // One member forms each group: its preferred leader (the first replica
+    // in placement order), so leadership starts spread over the members.
+    if placement[fragment as usize].first() == Some(&config.node_id) {
+        let members: BTreeMap<NodeId, String> = placement[fragment as usize]
+            .iter()
+            .map(|id| (*id, config.peers[id].clone()))
+            .collect();
+        if let Err(error) = group.form(&members).await {
+            group.shutdown().await;
+            return Err(stopped(fragment, error));
+        }
+    }
+    Ok(group)
 }
 
 /// A client write that failed.
