@@ -8,6 +8,7 @@ use bytes::Bytes;
 use ebb_proto::Message;
 use ebb_proto::cluster::v1 as pb;
 
+use crate::fragment::command::{version_message, version_of};
 use crate::fragment::state::Mutation;
 use crate::names::{TableName, validate_key};
 use crate::raft::NodeId;
@@ -200,7 +201,7 @@ impl Answer {
     pub(crate) fn encode(&self) -> Bytes {
         let response = match self {
             Answer::Written(version) => {
-                pb::forward_response::Response::Written(written_to_pb(version))
+                pb::forward_response::Response::Written(version_message(version))
             }
             Answer::Found {
                 value,
@@ -208,7 +209,7 @@ impl Answer {
                 expires_at_ms,
             } => pb::forward_response::Response::Found(pb::Found {
                 value: value.clone(),
-                version: Some(written_to_pb(version)),
+                version: Some(version_message(version)),
                 expires_at_ms: *expires_at_ms,
             }),
             Answer::NotFound => pb::forward_response::Response::NotFound(pb::NotFound {}),
@@ -241,11 +242,11 @@ impl Answer {
         Ok(
             match response.response.ok_or_else(|| malformed("no response"))? {
                 pb::forward_response::Response::Written(written) => {
-                    Answer::Written(version_from_pb(written))
+                    Answer::Written(version_of(written))
                 }
                 pb::forward_response::Response::Found(found) => Answer::Found {
                     value: found.value,
-                    version: version_from_pb(
+                    version: version_of(
                         found
                             .version
                             .ok_or_else(|| malformed("a found record without a version"))?,
@@ -262,22 +263,6 @@ impl Answer {
                 },
             },
         )
-    }
-}
-
-fn written_to_pb(version: &Version) -> pb::Written {
-    pb::Written {
-        hlc_ms: version.hlc_ms,
-        counter: version.counter,
-        writer: version.writer.to_string(),
-    }
-}
-
-fn version_from_pb(written: pb::Written) -> Version {
-    Version {
-        hlc_ms: written.hlc_ms,
-        counter: written.counter,
-        writer: Arc::from(written.writer),
     }
 }
 

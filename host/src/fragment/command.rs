@@ -452,7 +452,9 @@ impl Command {
     }
 }
 
-fn version_message(version: &Version) -> pb::Version {
+/// The `ebb.fragment.v1.Version` of `version` (commands and forwarded
+/// answers share it).
+pub(crate) fn version_message(version: &Version) -> pb::Version {
     pb::Version {
         hlc_ms: version.hlc_ms,
         counter: version.counter,
@@ -462,11 +464,16 @@ fn version_message(version: &Version) -> pb::Version {
 
 fn version(message: Option<pb::Version>) -> Result<Version, CorruptCommand> {
     let message = message.ok_or_else(|| CorruptCommand("an item has no version".into()))?;
-    Ok(Version {
+    Ok(version_of(message))
+}
+
+/// The version an `ebb.fragment.v1.Version` holds.
+pub(crate) fn version_of(message: pb::Version) -> Version {
+    Version {
         hlc_ms: message.hlc_ms,
         counter: message.counter,
         writer: Arc::from(message.writer),
-    })
+    }
 }
 
 fn key(key: String) -> Result<Arc<str>, CorruptCommand> {
