@@ -10,6 +10,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ebb/raft/v1/rpc.proto",
         "proto/ebb/fragment/v1/command.proto",
         "proto/ebb/cluster/v1/cluster.proto",
+        "proto/ebb/cluster/v1/meta.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

@@ -39,6 +39,6 @@ pub use native::InvalidFunctionName;
 pub use node::config::NodeConfig;
 pub use node::error::{Error, OpenError, ShutdownError};
 pub use node::table::Table;
-pub use node::{BackupError, BackupReport, BootStats, Node, NodeHealth, TableInfo};
+pub use node::{BackupError, BackupReport, BootStats, Node, NodeHealth, PluginChange, TableInfo};
 pub use record::{Record, RecordKind, RecordView, Version, own_writer};
 pub use write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, InvalidTtl, PutOptions};

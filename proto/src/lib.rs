@@ -6,7 +6,7 @@
 //! expiry event at rest (outbox and dead letters); `raft::v1` is a Raft
 //! group's log and vote at rest; `fragment::v1` the commands a fragment's
 //! log carries; `cluster::v1` the client requests members forward to each
-//! other. Field numbers never change
+//! other and the metadata group's commands. Field numbers never change
 //! meaning. `wire` reads and writes the ABI's per-row messages by hand for
 //! the hot path of plugin calls.
 

@@ -73,15 +73,13 @@ impl Server {
 
     fn command(data_dir: &Path, extra: &[&str]) -> Command {
         let mut command = Command::new(ebb_bin());
+        command.args(["serve", "--listen", "127.0.0.1:0"]);
+        // Four fragments unless the test asks for another count.
+        if !extra.contains(&"--fragments") {
+            command.args(["--fragments", "4"]);
+        }
         command
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--fragments",
-                "4",
-                "--data-dir",
-            ])
+            .arg("--data-dir")
             .arg(data_dir)
             .args(extra)
             .env("RUST_LOG", "warn,openraft=error")

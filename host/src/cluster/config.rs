@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::placement::{PlacementError, place};
-use crate::raft::NodeId;
+use crate::raft::{LogRetention, NodeId};
 use crate::store::FragmentId;
 
 /// Replicas per fragment unless `--replication` says otherwise.
@@ -31,6 +31,8 @@ pub struct ClusterConfig {
     /// Longest a write or linearizable read waits for a leader and a quorum
     /// before it fails with `no_quorum`.
     pub quorum_timeout: Duration,
+    /// How much Raft log each group keeps (`--raft-snapshot-every`).
+    pub retention: LogRetention,
 }
 
 /// Cluster settings that cannot work.
@@ -61,6 +63,7 @@ impl ClusterConfig {
             replication,
             secret: None,
             quorum_timeout: DEFAULT_QUORUM_TIMEOUT,
+            retention: LogRetention::default(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! Requests one member forwards to another (a write to its fragment's
-//! leader, a read index, a ping) and their answers, to and from
-//! `ebb.cluster.v1`.
+//! leader, a read index, a ping, a metadata change and the wait for it)
+//! and their answers, to and from `ebb.cluster.v1`.
 
 use std::sync::Arc;
 
@@ -39,6 +39,17 @@ pub(crate) enum Forward {
     },
     /// Whether the member is up.
     Ping,
+    /// A metadata command (`ebb.cluster.v1.MetaCommand` bytes) for the
+    /// metadata group's leader to propose.
+    ProposeMeta(Bytes),
+    /// Whether the member applied entry `index` of the metadata group,
+    /// waiting up to `wait_ms` for it.
+    AwaitMeta {
+        /// The entry.
+        index: u64,
+        /// The longest wait, in ms.
+        wait_ms: u64,
+    },
     /// A linearizable read of one key, for the leader of `fragment`.
     Get {
         /// The fragment of the key.
@@ -61,6 +72,16 @@ pub(crate) enum Answer {
     ReadIndex(u64),
     /// The member is up.
     Pong(NodeId),
+    /// A metadata command committed at `index`; what applying it answered
+    /// on the leader (`ebb.cluster.v1.MetaOutcome` bytes).
+    MetaCommitted {
+        /// The outcome's bytes.
+        outcome: Bytes,
+        /// Its entry in the metadata group's log.
+        index: u64,
+    },
+    /// Whether the member applied the metadata entry asked about.
+    MetaApplied(bool),
     /// The visible record a `Get` found.
     Found {
         /// Its value.
@@ -126,6 +147,17 @@ impl Forward {
                 })
             }
             Forward::Ping => pb::forward_request::Request::Ping(pb::Ping {}),
+            Forward::ProposeMeta(command) => {
+                pb::forward_request::Request::ProposeMeta(pb::ProposeMeta {
+                    command: command.clone(),
+                })
+            }
+            Forward::AwaitMeta { index, wait_ms } => {
+                pb::forward_request::Request::AwaitMeta(pb::AwaitMeta {
+                    index: *index,
+                    wait_ms: *wait_ms,
+                })
+            }
             Forward::Get {
                 fragment,
                 table,
@@ -174,6 +206,13 @@ impl Forward {
                     fragment: read.fragment,
                 },
                 pb::forward_request::Request::Ping(_) => Forward::Ping,
+                pb::forward_request::Request::ProposeMeta(propose) => {
+                    Forward::ProposeMeta(propose.command)
+                }
+                pb::forward_request::Request::AwaitMeta(wait) => Forward::AwaitMeta {
+                    index: wait.index,
+                    wait_ms: wait.wait_ms,
+                },
                 pb::forward_request::Request::Get(get) => {
                     validate_key(&get.key).map_err(malformed)?;
                     Forward::Get {
@@ -219,6 +258,15 @@ impl Answer {
             Answer::Pong(node_id) => {
                 pb::forward_response::Response::Pong(pb::Pong { node_id: *node_id })
             }
+            Answer::MetaCommitted { outcome, index } => {
+                pb::forward_response::Response::MetaCommitted(pb::MetaCommitted {
+                    outcome: outcome.clone(),
+                    index: *index,
+                })
+            }
+            Answer::MetaApplied(applied) => {
+                pb::forward_response::Response::MetaApplied(pb::MetaApplied { applied: *applied })
+            }
             Answer::Failure {
                 code,
                 message,
@@ -256,6 +304,13 @@ impl Answer {
                 pb::forward_response::Response::NotFound(_) => Answer::NotFound,
                 pb::forward_response::Response::ReadIndex(read) => Answer::ReadIndex(read.index),
                 pb::forward_response::Response::Pong(pong) => Answer::Pong(pong.node_id),
+                pb::forward_response::Response::MetaCommitted(committed) => Answer::MetaCommitted {
+                    outcome: committed.outcome,
+                    index: committed.index,
+                },
+                pb::forward_response::Response::MetaApplied(applied) => {
+                    Answer::MetaApplied(applied.applied)
+                }
                 pb::forward_response::Response::Failure(failure) => Answer::Failure {
                     code: failure.code,
                     message: failure.message,
@@ -297,6 +352,11 @@ mod tests {
                 table: TableName::new("t").unwrap(),
                 key: Arc::from("k"),
             },
+            Forward::ProposeMeta(Bytes::from_static(b"\x0a\x00")),
+            Forward::AwaitMeta {
+                index: 12,
+                wait_ms: 500,
+            },
         ];
         for request in requests {
             assert_eq!(Forward::decode(&request.encode()).unwrap(), request);
@@ -325,6 +385,11 @@ mod tests {
                 leader: Some(2),
             },
             Answer::failure("no_quorum", "x"),
+            Answer::MetaCommitted {
+                outcome: Bytes::from_static(b"\x12\x00"),
+                index: 9,
+            },
+            Answer::MetaApplied(true),
         ];
         for answer in answers {
             assert_eq!(Answer::decode(&answer.encode()).unwrap(), answer);

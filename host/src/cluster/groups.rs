@@ -11,7 +11,10 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::config::ClusterConfig;
+pub use super::error::ClusterError;
 use super::forward::{Answer, Forward};
+use super::meta::{self, MetaMachine, Metadata};
+
 use crate::clock::now_ms;
 use crate::fragment::command::{Applied, Command};
 use crate::fragment::state::{FragmentState, Mutation, WriteOutcome};
@@ -33,59 +36,19 @@ const RETRY_PAUSE: Duration = Duration::from_millis(25);
 /// flight (each with a fresh version).
 const SUPERSEDED_RETRIES: usize = 3;
 
-/// A cluster request that failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ClusterError {
-    /// No leader with a quorum answered within the quorum timeout.
-    #[error(
-        "fragment {fragment} has no quorum: no leader committed within {waited_ms} ms ({reason}); retry once a majority of its replicas is up"
-    )]
-    NoQuorum {
-        /// The fragment.
-        fragment: FragmentId,
-        /// How long the request waited.
-        waited_ms: u64,
-        /// The last thing that went wrong.
-        reason: String,
-    },
-    /// The leader changed while the write was in flight: it may or may not
-    /// be applied.
-    #[error(
-        "fragment {fragment}: the leader changed before the write committed; it may or may not be applied, retry it"
-    )]
-    Interrupted {
-        /// The fragment.
-        fragment: FragmentId,
-    },
-    /// The leader refused the request with an error of the HTTP contract.
-    #[error("{message}")]
-    Refused {
-        /// The contract's error code.
-        code: String,
-        /// The leader's message.
-        message: String,
-    },
-    /// The fragment's group stopped on this node.
-    #[error("fragment {fragment}: its group stopped on this node: {reason}")]
-    Stopped {
-        /// The fragment.
-        fragment: FragmentId,
-        /// Why.
-        reason: String,
-    },
-}
-
 /// A fragment's replica on this node: its state and its group.
-struct Replica {
-    state: Arc<FragmentState>,
-    group: Group<FragmentState>,
+pub(super) struct Replica {
+    pub(super) state: Arc<FragmentState>,
+    pub(super) group: Group<FragmentState>,
 }
 
 /// The groups of this node and the way to other members.
 pub struct Cluster {
-    config: ClusterConfig,
+    pub(super) config: ClusterConfig,
     placement: Vec<Vec<NodeId>>,
-    replicas: BTreeMap<FragmentId, Replica>,
+    pub(super) replicas: BTreeMap<FragmentId, Replica>,
+    /// The metadata group, on every member.
+    pub(super) meta: Group<MetaMachine>,
     transport: Arc<dyn Transport>,
     writer: LogWriter,
 }
@@ -124,23 +87,34 @@ pub struct ClusterStatus {
     pub members: Vec<MemberStatus>,
     /// Every fragment.
     pub fragments: Vec<FragmentStatus>,
+    /// The metadata group as this node sees it.
+    pub metadata: GroupStatus,
 }
 
 impl Cluster {
-    /// Start the group of every fragment in `states` this node holds under
-    /// `placement`, and form the groups that were never formed (this
-    /// node's first start with these peers).
+    /// Start the metadata group over `metadata` and the group of every
+    /// fragment in `states` this node holds under `placement`, and form the
+    /// groups that were never formed (this node's first start with these
+    /// peers).
     pub(crate) async fn start(
         config: ClusterConfig,
         placement: Vec<Vec<NodeId>>,
         states: &[Arc<FragmentState>],
         store: Arc<dyn KvStore>,
         transport: Arc<dyn Transport>,
+        metadata: Arc<dyn Metadata>,
     ) -> Result<Self, ClusterError> {
         let writer = LogWriter::start(store.clone()).map_err(|e| ClusterError::Stopped {
             fragment: 0,
             reason: e.to_string(),
         })?;
+        let meta = match meta::start_group(&config, &store, &writer, &transport, metadata).await {
+            Ok(meta) => meta,
+            Err(error) => {
+                writer.close();
+                return Err(error);
+            }
+        };
         let mut replicas = BTreeMap::new();
         for fragment in config.local_fragments(&placement) {
             let state = states[fragment as usize].clone();
@@ -157,6 +131,7 @@ impl Cluster {
                     for replica in replicas.values() {
                         replica.group.shutdown().await;
                     }
+                    meta.shutdown().await;
                     writer.close();
                     return Err(error);
                 }
@@ -166,6 +141,7 @@ impl Cluster {
             config,
             placement,
             replicas,
+            meta,
             transport,
             writer,
         })
@@ -386,6 +362,7 @@ impl Cluster {
     /// Serve a Raft RPC from a member (`ebb.raft.v1.RaftRequest` bytes).
     pub async fn serve_raft(&self, body: &[u8]) -> Bytes {
         let response = match RaftRequest::decode(body) {
+            Ok((GroupId::META, request)) => self.meta.serve(request).await,
             Ok((group, request)) => match group
                 .as_fragment()
                 .and_then(|fragment| self.replicas.get(&fragment))
@@ -415,6 +392,14 @@ impl Cluster {
     async fn answer(&self, request: Forward) -> Answer {
         let fragment = match &request {
             Forward::Ping => return Answer::Pong(self.config.node_id),
+            Forward::ProposeMeta(command) => {
+                return self.answer_propose_meta(command.clone()).await;
+            }
+            Forward::AwaitMeta { index, wait_ms } => {
+                return self
+                    .answer_await_meta(*index, Duration::from_millis(*wait_ms))
+                    .await;
+            }
             Forward::Write { fragment, .. }
             | Forward::ReadIndex { fragment }
             | Forward::Get { fragment, .. } => *fragment,
@@ -481,7 +466,9 @@ impl Cluster {
                     Err(_) => Answer::failure("no_quorum", "the leader could not confirm a quorum"),
                 }
             }
-            Forward::Ping => unreachable!("answered above"),
+            Forward::Ping | Forward::ProposeMeta(_) | Forward::AwaitMeta { .. } => {
+                unreachable!("answered above")
+            }
         }
     }
 
@@ -522,12 +509,21 @@ impl Cluster {
             replication: self.config.replication,
             members,
             fragments,
+            metadata: self.meta.status(),
         }
     }
 
     /// Before a clean stop: hand every group this node leads to another
     /// replica, and wait (briefly) until they took over.
     pub async fn hand_over(&self) {
+        if let Some(to) = self
+            .config
+            .peers
+            .keys()
+            .find(|id| **id != self.config.node_id)
+        {
+            self.meta.hand_over(*to).await;
+        }
         for (fragment, replica) in &self.replicas {
             if let Some(to) = self.placement[*fragment as usize]
                 .iter()
@@ -538,10 +534,11 @@ impl Cluster {
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline
-            && self
-                .replicas
-                .values()
-                .any(|replica| replica.group.is_leader())
+            && (self.meta.is_leader()
+                || self
+                    .replicas
+                    .values()
+                    .any(|replica| replica.group.is_leader()))
         {
             tokio::time::sleep(RETRY_PAUSE).await;
         }
@@ -552,10 +549,11 @@ impl Cluster {
         for replica in self.replicas.values() {
             replica.group.shutdown().await;
         }
+        self.meta.shutdown().await;
         self.writer.close();
     }
 
-    async fn forward(
+    pub(super) async fn forward(
         &self,
         to: NodeId,
         request: &Forward,
@@ -602,6 +600,7 @@ async fn start_replica(
     writer: &LogWriter,
     transport: &Arc<dyn Transport>,
 ) -> Result<Group<FragmentState>, ClusterError> {
+    state.snapshot_outbox_from(store);
     let group = Group::start(
         config.node_id,
         GroupId::fragment(fragment),
@@ -611,9 +610,12 @@ async fn start_replica(
             writer.clone(),
             AppendDurability::Wal,
         ),
-        StateMachine::new(state.clone()),
+        StateMachine::open(state.clone(), GroupId::fragment(fragment), store.clone())
+            .await
+            .map_err(|e| stopped(fragment, e))?,
         transport.clone(),
         GroupTiming::default(),
+        config.retention,
     )
     .await
     .map_err(|e| stopped(fragment, e))?;
@@ -697,10 +699,10 @@ fn group_failure(fragment: FragmentId, error: GroupError) -> ClusterError {
 
 fn failure_of(error: &ClusterError) -> Answer {
     let code = match error {
-        ClusterError::NoQuorum { .. } => "no_quorum",
+        ClusterError::NoQuorum { .. } | ClusterError::MetaNoQuorum { .. } => "no_quorum",
         ClusterError::Interrupted { .. } => "interrupted",
         ClusterError::Refused { code, .. } => code.as_str(),
-        ClusterError::Stopped { .. } => "unavailable",
+        ClusterError::Stopped { .. } | ClusterError::MetaStopped { .. } => "unavailable",
     };
     Answer::failure(code, error)
 }

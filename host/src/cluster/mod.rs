@@ -1,17 +1,25 @@
 //! The cluster's own logic, apart from consensus: its settings, where each
 //! fragment's replicas live, the requests members forward to each other,
-//! and the node's groups with the routing of requests to their leaders.
+//! the node's groups with the routing of requests to their leaders, and
+//! the metadata group (plugins) on every member.
 //! See docs/cluster.md.
 
 mod config;
+mod error;
+mod expiry;
 mod forward;
 mod groups;
+mod meta;
+mod meta_group;
 mod placement;
 
 pub use config::{
     ClusterConfig, ClusterConfigError, DEFAULT_QUORUM_TIMEOUT, DEFAULT_REPLICATION, parse_peers,
 };
+pub(crate) use expiry::ClusterSettler;
 pub use forward::MalformedForward;
 pub(crate) use groups::WriteFailure;
 pub use groups::{Cluster, ClusterError, ClusterStatus, FragmentStatus, MemberStatus};
+pub use meta::{MetaCommand, MetaOutcome, Metadata};
+pub use meta_group::{META_TIMEOUT, MetaChange, SPREAD_TIMEOUT};
 pub use placement::{PlacementError, place, replicas};

@@ -22,6 +22,16 @@ pub(crate) enum Command {
     Purge(TableName, oneshot::Sender<Vec<PendingEvent>>),
     /// Stop forming batches; answer once none is in flight.
     Stop(oneshot::Sender<()>),
+    /// In a cluster: this node now leads the fragment. Its events are
+    /// accepted from now on but not delivered before [`Command::Takeover`].
+    Lead(FragmentId),
+    /// In a cluster: the fragment's events in the outbox, loaded after
+    /// [`Command::Lead`] (and after this leader applied every earlier
+    /// entry); delivery of the fragment starts.
+    Takeover(FragmentId, Vec<PendingEvent>),
+    /// In a cluster: this node no longer leads the fragment; its queued
+    /// events are dropped (they stay in the outbox for the next leader).
+    Forget(FragmentId),
 }
 
 /// A finished batch.

@@ -16,10 +16,10 @@ use super::command::{Command, Finished};
 use super::error::{Failure, HandlerFailed, HostFailed};
 use super::outbox::Outbox;
 use super::queue::Slot;
-use super::settle::{Delivered, retry_after_host_failure, settle};
+use super::settle::{Delivered, Settler, retry_after_host_failure, settle};
 use crate::names::TableName;
 use crate::plugin::{CallCause, PluginRegistry};
-use crate::store::{FragmentId, KvStore};
+use crate::store::FragmentId;
 
 /// How a batch reaches its handler.
 pub(crate) trait Handlers: Send + Sync + 'static {
@@ -82,7 +82,7 @@ pub(crate) struct Context {
     /// Bindings, statistics, the command channel.
     pub outbox: Arc<Outbox>,
     /// Where events are settled.
-    pub store: Arc<dyn KvStore>,
+    pub settler: Arc<dyn Settler>,
     /// The handlers.
     pub handlers: Arc<dyn Handlers>,
     /// Where actions are written.
@@ -146,7 +146,16 @@ pub(crate) async fn deliver(
             return;
         }
     }
-    let retry = settle(&ctx.store, &ctx.config, &stats, &table, &binding, delivered).await;
+    let retry = settle(
+        &ctx.settler,
+        fragment,
+        &ctx.config,
+        &stats,
+        &table,
+        &binding,
+        delivered,
+    )
+    .await;
     ctx.outbox.send(Command::Finished(Finished {
         table,
         fragment,

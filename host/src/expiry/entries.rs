@@ -21,6 +21,32 @@ pub(crate) fn load_outbox(store: &dyn KvStore) -> Result<(Vec<PendingEvent>, u64
     Ok((events, highest))
 }
 
+/// The events of `fragment` in the outbox, in key order.
+pub(crate) fn load_fragment_outbox(
+    store: &dyn KvStore,
+    fragment: crate::store::FragmentId,
+) -> Result<Vec<PendingEvent>, StoreError> {
+    let mut events = Vec::new();
+    let prefix = crate::store::outbox::outbox_prefix(fragment);
+    store.scan_family(Family::ExpiryOutbox, &prefix, &mut |key, value| {
+        events.push(PendingEvent::decode(key, value)?);
+        Ok(())
+    })?;
+    Ok(events)
+}
+
+/// How many events of `table` the outbox holds (a scan of the outbox).
+pub(crate) fn count_outbox(store: &dyn KvStore, table: &TableName) -> Result<u64, StoreError> {
+    let mut count = 0;
+    store.scan_family(Family::ExpiryOutbox, &[], &mut |key, value| {
+        if PendingEvent::decode(key, value)?.table == *table {
+            count += 1;
+        }
+        Ok(())
+    })?;
+    Ok(count)
+}
+
 /// Dead letters per table.
 pub(crate) fn count_dead_letters(
     store: &dyn KvStore,

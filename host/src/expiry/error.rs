@@ -25,12 +25,48 @@ pub enum ExpiryError {
     /// The node is shutting down.
     #[error("the node is shutting down")]
     ShuttingDown,
-    /// Binding a handler on a member of a cluster: acknowledgements are not
-    /// replicated yet, so each event would be delivered by every replica.
-    #[error(
-        "expiry handlers cannot be bound in a cluster yet: their acknowledgements are not replicated, so every replica would deliver each event; bind handlers on a single node (docs/cluster.md, \"What remains\")"
-    )]
-    NotInCluster,
+    /// An operation a cluster member does not offer yet (it names it).
+    #[error("{0} is not available in a cluster yet (docs/cluster.md, \"What remains\")")]
+    NotInCluster(String),
+    /// In a cluster: the change could not be committed (no quorum of the
+    /// metadata group, or it stopped); `code` is the contract's.
+    #[error("{message}")]
+    Unavailable {
+        /// The error code (`no_quorum`, `unavailable`).
+        code: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl ExpiryError {
+    /// The error code of the HTTP contract this error answers with, as a
+    /// failed metadata command carries it to the member that asked.
+    pub(crate) fn contract_code(&self) -> &str {
+        match self {
+            ExpiryError::Invalid(_) => "invalid_request",
+            ExpiryError::NotFound(_) => "not_found",
+            ExpiryError::Conflict(_) => "conflict",
+            ExpiryError::Store(_) => "not_durable",
+            ExpiryError::ShuttingDown => "shutting_down",
+            ExpiryError::NotInCluster(_) => "not_in_cluster",
+            ExpiryError::Unavailable { code, .. } => code,
+        }
+    }
+
+    /// The error a contract code and message stand for (the inverse of
+    /// [`Self::contract_code`], for a failure another member reported).
+    pub(crate) fn from_contract(code: &str, message: String) -> Self {
+        match code {
+            "invalid_request" => ExpiryError::Invalid(message),
+            "not_found" => ExpiryError::NotFound(message),
+            "conflict" => ExpiryError::Conflict(message),
+            other => ExpiryError::Unavailable {
+                code: other.to_string(),
+                message,
+            },
+        }
+    }
 }
 
 /// Why a delivery failed. Only the handler's own failures cost the events

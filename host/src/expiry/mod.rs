@@ -39,7 +39,7 @@ pub(crate) mod event;
 pub(crate) mod outbox;
 mod queue;
 pub(crate) mod scheduler;
-mod settle;
+pub(crate) mod settle;
 #[cfg(test)]
 mod tests;
 

@@ -2,6 +2,11 @@
 //! table partition, answers [`Command`]s, and starts the batches that are
 //! due, most lagging partition first, at most `concurrency` at once.
 //!
+//! In a cluster only the leader of a fragment delivers its events: the
+//! dispatcher starts leading no fragment, drops events of fragments it
+//! does not lead, and delivers a fragment's events only once it has taken
+//! it over ([`Command::Lead`], [`Command::Takeover`], [`Command::Forget`]).
+//!
 //! Invariants: at most one batch per `(table, fragment)` queue is in flight,
 //! so first deliveries of a partition go out in outbox order; an event
 //! leaves the outbox only after its handler call succeeded and the call's
@@ -20,15 +25,18 @@ use tokio::time::Instant;
 use super::binding::Binding;
 use super::command::{Command, Finished, QueueStatus};
 use super::deliver::{Context, deliver};
-use super::entries;
 use super::queue::{Queue, Slot};
 use super::settle::retry_after_host_failure;
 use crate::names::TableName;
-use crate::store::{FragmentId, PendingEvent};
+use crate::store::{Family, FamilyWrite, FragmentId, PendingEvent};
 
 struct Dispatcher {
     ctx: Arc<Context>,
     queues: HashMap<(TableName, FragmentId), Queue>,
+    /// In a cluster, the fragments this node leads, and whether each was
+    /// taken over (its outbox loaded); `None` on a single node, which
+    /// delivers every fragment's events.
+    leading: Option<HashMap<FragmentId, bool>>,
     running: usize,
     /// Queues purged while a batch was in flight: the events that batch
     /// does not handle are deleted instead of retried.
@@ -36,15 +44,18 @@ struct Dispatcher {
 }
 
 /// Run the dispatcher until [`Command::Stop`], starting with the events
-/// loaded from the outbox at boot.
+/// loaded from the outbox at boot. A `replicated` node (a cluster member)
+/// starts leading no fragment, so it drops those events.
 pub(crate) async fn run(
     ctx: Arc<Context>,
     mut commands: mpsc::UnboundedReceiver<Command>,
     loaded: Vec<PendingEvent>,
+    replicated: bool,
 ) {
     let mut dispatcher = Dispatcher {
         ctx,
         queues: HashMap::new(),
+        leading: replicated.then(HashMap::new),
         running: 0,
         discarding: HashSet::new(),
     };
@@ -79,6 +90,9 @@ pub(crate) async fn run(
                     let _ = reply.send(dispatcher.purge(&table));
                 }
                 Some(Command::Stop(reply)) => stopping = Some(reply),
+                Some(Command::Lead(fragment)) => dispatcher.lead(fragment),
+                Some(Command::Takeover(fragment, events)) => dispatcher.take_over(fragment, events),
+                Some(Command::Forget(fragment)) => dispatcher.forget(fragment),
             },
             _ = sleep => {}
         }
@@ -86,10 +100,79 @@ pub(crate) async fn run(
 }
 
 impl Dispatcher {
+    /// Whether events of `fragment` are accepted here.
+    fn accepts(&self, fragment: FragmentId) -> bool {
+        self.leading
+            .as_ref()
+            .is_none_or(|leading| leading.contains_key(&fragment))
+    }
+
+    /// Whether events of `fragment` are delivered from here.
+    fn delivers(&self, fragment: FragmentId) -> bool {
+        self.leading
+            .as_ref()
+            .is_none_or(|leading| leading.get(&fragment) == Some(&true))
+    }
+
+    fn lead(&mut self, fragment: FragmentId) {
+        if let Some(leading) = &mut self.leading {
+            leading.entry(fragment).or_insert(false);
+        }
+    }
+
+    /// Add the fragment's stored events not already queued, and start
+    /// delivering it. Nothing of it is in flight yet: it was not delivered
+    /// before this.
+    fn take_over(&mut self, fragment: FragmentId, events: Vec<PendingEvent>) {
+        let Some(leading) = &mut self.leading else {
+            return;
+        };
+        let Some(taken) = leading.get_mut(&fragment) else {
+            return; // Lost again before the outbox was loaded.
+        };
+        *taken = true;
+        let queued: HashSet<Vec<u8>> = self
+            .queues
+            .iter()
+            .filter(|((_, f), _)| *f == fragment)
+            .flat_map(|(_, queue)| {
+                queue
+                    .fresh
+                    .iter()
+                    .chain(queue.waiting.values())
+                    .map(|slot| slot.event.key.clone())
+            })
+            .collect();
+        let fresh = events
+            .into_iter()
+            .filter(|event| !queued.contains(&event.key))
+            .collect();
+        self.add(fresh);
+    }
+
+    /// Drop the fragment's queued events; a batch in flight finishes and
+    /// retries nothing.
+    fn forget(&mut self, fragment: FragmentId) {
+        if let Some(leading) = &mut self.leading {
+            leading.remove(&fragment);
+        }
+        self.queues.retain(|(_, f), queue| {
+            if *f != fragment {
+                return true;
+            }
+            queue.fresh.clear();
+            queue.waiting.clear();
+            queue.busy()
+        });
+    }
+
     fn add(&mut self, events: Vec<PendingEvent>) {
         let now = Instant::now();
         for event in events {
             let fragment = event.stored.fragment;
+            if !self.accepts(fragment) {
+                continue; // Another member leads it: its events wait in the outbox.
+            }
             self.queues
                 .entry((event.table.clone(), fragment))
                 .or_default()
@@ -105,10 +188,15 @@ impl Dispatcher {
             return;
         }
         self.running -= 1;
+        let retry = if self.accepts(done.fragment) {
+            done.retry
+        } else {
+            Vec::new() // No longer led here: the next leader delivers them.
+        };
         self.queues
             .entry((done.table, done.fragment))
             .or_default()
-            .finish(done.events, done.retry);
+            .finish(done.events, retry);
     }
 
     fn status(&self, table: &TableName) -> QueueStatus {
@@ -156,7 +244,7 @@ impl Dispatcher {
         let mut bindings: HashMap<TableName, Option<Binding>> = HashMap::new();
         let mut ready: Vec<(u64, TableName, FragmentId)> = Vec::new();
         for ((table, fragment), queue) in &self.queues {
-            if queue.busy() || queue.is_empty() {
+            if queue.busy() || queue.is_empty() || !self.delivers(*fragment) {
                 continue;
             }
             let binding = bindings
@@ -249,17 +337,13 @@ fn discard(ctx: Arc<Context>, mut done: Finished) {
         .map(|slot| slot.event)
         .collect();
     tokio::spawn(async move {
-        let store = ctx.store.clone();
         let count = events.len();
-        let deleted =
-            tokio::task::spawn_blocking(move || entries::delete_from_outbox(&*store, &events))
-                .await;
-        let error = match deleted {
-            Ok(Ok(())) => None,
-            Ok(Err(error)) => Some(error.to_string()),
-            Err(join) => Some(join.to_string()),
-        };
-        if let Some(error) = error {
+        let deletes = events
+            .iter()
+            .map(|event| FamilyWrite::Delete(Family::ExpiryOutbox, event.key.clone()))
+            .collect();
+        let deleted = ctx.settler.settle(done.fragment, deletes, true).await;
+        if let Err(error) = deleted {
             tracing::warn!(table = %done.table, %error, events = count, "cannot discard expiry events; they stay in the outbox until the next boot");
         }
         ctx.outbox.send(Command::Finished(done));

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -17,7 +18,43 @@ use super::queue::Slot;
 use crate::clock::now_ms;
 use crate::names::TableName;
 use crate::store::outbox::dead_letter_key;
-use crate::store::{Family, FamilyWrite, KvStore};
+use crate::store::{Family, FamilyWrite, FragmentId, KvStore};
+
+/// Where the writes that settle a batch of one fragment go: the store on
+/// a single node; in a cluster, the fragment's group (a `Settle` command
+/// its leader proposes, so every replica removes the same events).
+pub(crate) trait Settler: Send + Sync + 'static {
+    /// Write `writes` (outbox deletes and rewrites, dead letters) for
+    /// events of `fragment`, fsynced with `sync` (a cluster's log entry is
+    /// as durable as its group's writes); an error leaves the events in
+    /// the outbox.
+    fn settle(
+        &self,
+        fragment: FragmentId,
+        writes: Vec<FamilyWrite>,
+        sync: bool,
+    ) -> BoxFuture<'static, Result<(), String>>;
+}
+
+/// A single node's settler: the writes go to the store directly.
+pub(crate) struct StoreSettler(pub Arc<dyn KvStore>);
+
+impl Settler for StoreSettler {
+    fn settle(
+        &self,
+        _fragment: FragmentId,
+        writes: Vec<FamilyWrite>,
+        sync: bool,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.0.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || store.write_entries(&writes, sync))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())
+        })
+    }
+}
 
 /// A failed batch is retried in pieces of at most `1 / SPLIT` of its size,
 /// so a poison event is alone after a few failures (256 → 32 → 4 → 1).
@@ -67,7 +104,8 @@ pub(crate) struct Delivered {
 /// events get their attempt and error recorded, or move to dead letters
 /// after `max_attempts`. Returns the slots to deliver again.
 pub(crate) async fn settle(
-    store: &Arc<dyn KvStore>,
+    settler: &Arc<dyn Settler>,
+    fragment: FragmentId,
     config: &ExpiryConfig,
     stats: &TableStats,
     table: &TableName,
@@ -139,20 +177,14 @@ pub(crate) async fn settle(
         .failed_events
         .fetch_add(retry.len() as u64 + dead, Ordering::Relaxed);
     stats.dead_letters.fetch_add(dead, Ordering::Relaxed);
-    let writes = Arc::new(writes);
     for attempt in 1..=SETTLE_TRIES {
-        let store = store.clone();
-        let batch = writes.clone();
-        let result = tokio::task::spawn_blocking(move || store.write_entries(&batch, false))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
-        match result {
+        match settler.settle(fragment, writes.clone(), false).await {
             Ok(()) => break,
             Err(error) if attempt == SETTLE_TRIES => {
                 // The events stay in the outbox as they were: a restart
-                // delivers them again, which at-least-once allows.
-                tracing::error!(%table, %error, "cannot settle expiry events; they will be delivered again after a restart");
+                // (or in a cluster, the fragment's next leader) delivers
+                // them again, which at-least-once allows.
+                tracing::error!(%table, %error, "cannot settle expiry events; they will be delivered again after a restart or a change of leader");
                 *stats.last_error.lock() = Some(format!("settling events: {error}"));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(10 << (2 * attempt))).await,

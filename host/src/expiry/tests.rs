@@ -15,6 +15,7 @@ use super::binding::Binding;
 use super::deliver::{Context, Handlers};
 use super::error::{Failure, HandlerFailed, HostFailed};
 use super::outbox::Outbox;
+use super::settle::StoreSettler;
 use super::{ExpiryConfig, scheduler};
 use crate::names::TableName;
 use crate::plugin::threads::WorkFailed;
@@ -172,7 +173,7 @@ fn start(events: u64, max_attempts: u32, steps: Vec<Step>, refusals: Vec<ActionE
     });
     let ctx = Arc::new(Context {
         outbox: outbox.clone(),
-        store: store.clone(),
+        settler: Arc::new(StoreSettler(store.clone())),
         handlers: handlers.clone(),
         actions: writes.clone(),
         config: ExpiryConfig {
@@ -185,7 +186,7 @@ fn start(events: u64, max_attempts: u32, steps: Vec<Step>, refusals: Vec<ActionE
         max_value_bytes: 1 << 20,
     });
     let commands = outbox.take_receiver().unwrap();
-    tokio::spawn(scheduler::run(ctx, commands, loaded));
+    tokio::spawn(scheduler::run(ctx, commands, loaded, false));
     Harness {
         store,
         outbox,

@@ -20,6 +20,7 @@ use ebb_proto::fragment::v1 as pb;
 
 use super::error::BacklogFull;
 use super::partition::{ApplyOutcome, Partition};
+use super::settle::SettleCommand;
 use super::state::{FragmentState, Mutation, WriteOutcome};
 use crate::names::{TableName, validate_key};
 use crate::record::{Record, RecordKind, Version, own_writer};
@@ -37,6 +38,8 @@ pub(crate) enum Command {
     Expire(ExpireCommand),
     /// Remove old tombstones.
     Purge(PurgeCommand),
+    /// Settle delivered expiry events (`fragment/settle.rs`).
+    Settle(SettleCommand),
 }
 
 /// Put `record` at `key` under last-writer-wins. A tombstone (a delete)
@@ -120,6 +123,11 @@ pub(crate) enum Applied {
     Purged {
         /// How many.
         purged: usize,
+    },
+    /// Settlement writes enqueued.
+    Settled {
+        /// How many.
+        writes: usize,
     },
 }
 
@@ -230,6 +238,9 @@ impl FragmentState {
             Command::Write(write) => self.apply_write(write),
             Command::Expire(expire) => self.apply_expire(expire),
             Command::Purge(purge) => self.apply_purge(purge),
+            Command::Settle(settle) => Applied::Settled {
+                writes: self.apply_settle(settle),
+            },
         }
     }
 
@@ -399,6 +410,7 @@ impl Command {
                     })
                     .collect(),
             }),
+            Command::Settle(settle) => pb::command::Command::Settle(settle.to_pb()),
         };
         pb::Command {
             command: Some(command),
@@ -447,6 +459,9 @@ impl Command {
                     })
                     .collect::<Result<_, CorruptCommand>>()?,
             })),
+            Some(pb::command::Command::Settle(settle)) => Ok(Command::Settle(
+                SettleCommand::from_pb(settle).map_err(CorruptCommand)?,
+            )),
             None => Err(CorruptCommand("the command is empty".into())),
         }
     }

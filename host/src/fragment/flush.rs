@@ -10,9 +10,11 @@ use std::time::Instant;
 use super::error::BacklogFull;
 use crate::metrics::Histogram;
 use crate::names::TableName;
+use crate::raft::Position;
 use crate::record::Record;
 use crate::store::{
-    Committer, FragmentId, PendingEvent, RecordLocation, StoreBatch, StoreError, StoredRecord,
+    Committer, FamilyWrite, FragmentId, PendingEvent, RecordLocation, StoreBatch, StoreError,
+    StoredRecord,
 };
 
 type BufferKey = (TableName, Arc<str>);
@@ -20,6 +22,15 @@ type BufferKey = (TableName, Arc<str>);
 /// What the buffer holds for a key: the newest record to put, or `None` for
 /// a removal (a purged tombstone).
 type Change = Option<Record>;
+
+/// Bytes a settled write is counted for in the backlog.
+fn write_weight(write: &FamilyWrite) -> usize {
+    match write {
+        FamilyWrite::Put(_, key, value) => key.len() + value.len(),
+        FamilyWrite::Delete(_, key) => key.len(),
+        FamilyWrite::DeleteRange(_, from, to) => from.len() + to.len(),
+    }
+}
 
 /// Bytes a change is counted for in the backlog.
 fn change_weight(key: &str, change: &Change) -> usize {
@@ -58,6 +69,14 @@ struct Buffer {
     in_flight: Option<HashMap<BufferKey, Change>>,
     in_flight_events: Vec<PendingEvent>,
     in_flight_bytes: usize,
+    /// The group's applied position, recorded after the changes it covers
+    /// were enqueued; written with the next batch.
+    position: Option<Position>,
+    in_flight_position: Option<Position>,
+    /// Settled expiry events (a replicated fragment's `Settle` commands),
+    /// in apply order; written after the batch's events.
+    settled: Vec<FamilyWrite>,
+    in_flight_settled: Vec<FamilyWrite>,
     /// Sequence number of the latest enqueued record.
     enqueued_seq: u64,
     last_error: Option<String>,
@@ -85,6 +104,20 @@ impl Buffer {
             self.events.extend(newer);
             self.in_flight_bytes = 0;
         }
+        // A position recorded since is newer and covers this one.
+        if self.position.is_none() {
+            self.position = self.in_flight_position.take();
+        }
+        self.in_flight_position = None;
+        // Settled writes keep their order: the older ones go first.
+        self.pending_bytes += self
+            .in_flight_settled
+            .iter()
+            .map(write_weight)
+            .sum::<usize>();
+        let newer = std::mem::take(&mut self.settled);
+        self.settled = std::mem::take(&mut self.in_flight_settled);
+        self.settled.extend(newer);
     }
 }
 
@@ -214,6 +247,41 @@ impl Persistence {
         )
     }
 
+    /// Enqueue the writes that settle delivered expiry events (deletes and
+    /// rewrites of outbox entries, dead letters): written with the next
+    /// batch, after every event enqueued before them. Call in apply order.
+    pub fn enqueue_settled(&self, writes: Vec<FamilyWrite>) -> (u64, bool) {
+        let mut buffer = self.buffer.lock();
+        buffer.pending_bytes += writes.iter().map(write_weight).sum::<usize>();
+        buffer.settled.extend(writes);
+        buffer.enqueued_seq += 1;
+        (
+            buffer.enqueued_seq,
+            buffer.pending.len() >= self.flush_records,
+        )
+    }
+
+    /// Record the group's applied position, to be written with the next
+    /// batch: every change it covers was enqueued before, so it reaches the
+    /// store in the same write or an earlier one. A newer position replaces
+    /// an unwritten older one.
+    pub fn set_position(&self, position: Position) {
+        self.buffer.lock().position = Some(position);
+    }
+
+    /// Write everything enqueued so far and the last position recorded,
+    /// even when no record waits (a position alone, after entries that
+    /// changed no record).
+    pub async fn flush_all(self: &Arc<Self>) -> Result<(), StoreError> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let seq = this.buffer.lock().enqueued_seq;
+            this.flush_covering(seq, false, true).await
+        })
+        .await
+        .map_err(|e| StoreError::Engine(format!("flush task failed: {e}")))?
+    }
+
     /// The node's expiry outbox.
     pub fn outbox(&self) -> &Arc<dyn ExpiryOutbox> {
         &self.outbox
@@ -244,7 +312,7 @@ impl Persistence {
             return Ok(());
         }
         let this = self.clone();
-        tokio::spawn(async move { this.flush_covering(seq, sync).await })
+        tokio::spawn(async move { this.flush_covering(seq, sync, false).await })
             .await
             .map_err(|e| StoreError::Engine(format!("flush task failed: {e}")))?
     }
@@ -272,10 +340,12 @@ impl Persistence {
         done.load(Ordering::Acquire) >= seq
     }
 
-    async fn flush_covering(&self, seq: u64, sync: bool) -> Result<(), StoreError> {
+    /// Write what is enqueued, unless a flush already covered `seq` (and,
+    /// with `position`, no position waits either).
+    async fn flush_covering(&self, seq: u64, sync: bool, position: bool) -> Result<(), StoreError> {
         let _ordering = self.ordering.lock().await;
         // A flush that ran while we waited for the lock may have covered us.
-        if self.is_covered(seq, sync) {
+        if self.is_covered(seq, sync) && !(position && self.buffer.lock().position.is_some()) {
             return Ok(());
         }
         let (batch, batch_seq) = {
@@ -284,8 +354,12 @@ impl Persistence {
             let pending = std::mem::take(&mut buffer.pending);
             buffer.in_flight_bytes = std::mem::take(&mut buffer.pending_bytes);
             let events = std::mem::take(&mut buffer.events);
+            let position = buffer.position.take();
+            let settled = std::mem::take(&mut buffer.settled);
             let mut batch = StoreBatch {
                 outbox: events.iter().map(|e| (e.key.clone(), e.encode())).collect(),
+                position: position.as_ref().map(|p| (p.key.clone(), p.value.clone())),
+                settled: settled.clone(),
                 ..StoreBatch::default()
             };
             for ((table, key), change) in &pending {
@@ -305,6 +379,8 @@ impl Persistence {
             }
             buffer.in_flight = Some(pending);
             buffer.in_flight_events = events;
+            buffer.in_flight_position = position;
+            buffer.in_flight_settled = settled;
             (batch, buffer.enqueued_seq)
         };
         let started = Instant::now();
@@ -313,6 +389,8 @@ impl Persistence {
         match outcome {
             Ok(()) => {
                 buffer.in_flight = None;
+                buffer.in_flight_position = None;
+                buffer.in_flight_settled.clear();
                 self.outbox
                     .deliver(std::mem::take(&mut buffer.in_flight_events));
                 buffer.in_flight_bytes = 0;
@@ -341,7 +419,11 @@ impl Persistence {
     /// Whether anything waits to be flushed.
     pub fn has_backlog(&self) -> bool {
         let buffer = self.buffer.lock();
-        !buffer.pending.is_empty() || !buffer.events.is_empty() || buffer.in_flight.is_some()
+        !buffer.pending.is_empty()
+            || !buffer.events.is_empty()
+            || buffer.in_flight.is_some()
+            || buffer.position.is_some()
+            || !buffer.settled.is_empty()
     }
 
     /// Durations of successful flushes (store write included).

@@ -31,6 +31,7 @@ pub(crate) mod pool;
 mod purge;
 mod replica;
 pub(crate) mod runtime;
+pub(crate) mod settle;
 mod snapshotter;
 pub(crate) mod state;
 mod supervisor;

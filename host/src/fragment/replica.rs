@@ -2,18 +2,22 @@
 //! snapshots in `ebb.fragment.v1`, for the group's state machine.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use ebb_proto::Message;
 use ebb_proto::fragment::v1 as pb;
+use futures::future::BoxFuture;
 
 use super::command::{Applied, Command, CorruptCommand};
 use super::entry::Entry;
 use super::partition::{Partition, PartitionSnapshot};
 use super::state::FragmentState;
 use crate::names::{TableName, validate_key};
-use crate::raft::GroupMachine;
+use crate::raft::{GroupMachine, Position};
 use crate::record::{Record, own_writer};
+use crate::store::outbox::{outbox_prefix, outbox_seq};
+use crate::store::{Family, FamilyWrite, FragmentId, KvStore, prefix_end};
 
 impl Applied {
     /// The answer a group gives the proposer of the command.
@@ -25,6 +29,7 @@ impl Applied {
                 (pb::outcome::Kind::Expired, converted as u64, bytes as u64)
             }
             Applied::Purged { purged } => (pb::outcome::Kind::Purged, purged as u64, 0),
+            Applied::Settled { writes } => (pb::outcome::Kind::Settled, writes as u64, 0),
         };
         pb::Outcome {
             kind: kind as i32,
@@ -51,6 +56,9 @@ impl Applied {
             pb::outcome::Kind::Purged => Applied::Purged {
                 purged: outcome.count as usize,
             },
+            pb::outcome::Kind::Settled => Applied::Settled {
+                writes: outcome.count as usize,
+            },
             other => {
                 return Err(CorruptCommand::new(format!(
                     "outcome kind {other:?} has no meaning"
@@ -60,29 +68,76 @@ impl Applied {
     }
 }
 
+/// A fragment's state as a snapshot captures it.
+///
+/// The records are the partitions' views between two applies; the outbox
+/// is read from the store when the snapshot is encoded, later. That is
+/// sound because every outbox change is keyed by its event's sequence
+/// number and idempotent: a replica restoring the snapshot then applies
+/// every entry after its position, and re-adding an event already there,
+/// or deleting one already gone, changes nothing, while events the
+/// snapshot missed are re-added by their conversions.
+pub struct FragmentView {
+    partitions: Vec<(TableName, PartitionSnapshot)>,
+    /// The fragment and its store (`None` inside: closed), for a
+    /// replicated fragment.
+    outbox: Option<(FragmentId, Option<Arc<dyn KvStore>>)>,
+}
+
 impl GroupMachine for FragmentState {
     fn apply(&self, command: &[u8]) -> Result<Bytes, String> {
         let command = Command::decode(command).map_err(|e| e.to_string())?;
         Ok(self.apply_command(&command).encode())
     }
 
-    /// Every partition's O(1) snapshot (records shared, not copied).
-    type Captured = Vec<(TableName, PartitionSnapshot)>;
+    /// Every partition's O(1) snapshot (records shared, not copied), and
+    /// where the fragment's pending expiry events are read from when it is
+    /// encoded.
+    type Captured = FragmentView;
 
     fn capture(&self) -> Self::Captured {
-        self.partitions()
-            .into_iter()
-            .map(|(table, partition)| {
-                let snapshot = partition.read().snapshot_at(0);
-                (table, snapshot)
-            })
-            .collect()
+        FragmentView {
+            partitions: self
+                .partitions()
+                .into_iter()
+                .map(|(table, partition)| {
+                    let snapshot = partition.read().snapshot_at(0);
+                    (table, snapshot)
+                })
+                .collect(),
+            outbox: self.outbox_store().map(|store| (self.id(), store)),
+        }
     }
 
-    /// Tables in name order, records in key order, empty tables left out:
-    /// equal states give equal bytes.
-    fn encode(captured: Self::Captured) -> Bytes {
+    /// Tables in name order, records in key order, empty tables left out,
+    /// then the fragment's outbox entries in key order: equal states give
+    /// equal bytes. The outbox is read when encoding, later than the
+    /// records were captured; see [`FragmentView`] for why that is sound. Fails
+    /// only when the store is closed or cannot be read.
+    fn encode(captured: Self::Captured) -> Result<Bytes, String> {
+        let outbox = match captured.outbox {
+            None => Vec::new(),
+            Some((_, None)) => return Err("the store is closed".into()),
+            Some((fragment, Some(store))) => {
+                let mut entries = Vec::new();
+                store
+                    .scan_family(
+                        Family::ExpiryOutbox,
+                        &outbox_prefix(fragment),
+                        &mut |k, v| {
+                            entries.push(pb::SnapshotEvent {
+                                key: k.to_vec().into(),
+                                value: v.to_vec().into(),
+                            });
+                            Ok(())
+                        },
+                    )
+                    .map_err(|e| e.to_string())?;
+                entries
+            }
+        };
         let mut tables: Vec<pb::SnapshotTable> = captured
+            .partitions
             .into_iter()
             .map(|(table, snapshot)| pb::SnapshotTable {
                 table: table.as_str().to_string(),
@@ -97,7 +152,7 @@ impl GroupMachine for FragmentState {
             .filter(|table| !table.records.is_empty())
             .collect();
         tables.sort_by(|a, b| a.table.cmp(&b.table));
-        pb::Snapshot { tables }.encode_to_vec().into()
+        Ok(pb::Snapshot { tables, outbox }.encode_to_vec().into())
     }
 
     fn restore(&self, snapshot: &[u8]) -> Result<(), String> {
@@ -114,8 +169,46 @@ impl GroupMachine for FragmentState {
             }
             loaded.insert(name, partition);
         }
+        let mut outbox = Vec::with_capacity(snapshot.outbox.len() + 1);
+        let prefix = outbox_prefix(self.id());
+        outbox.push(FamilyWrite::DeleteRange(
+            Family::ExpiryOutbox,
+            prefix.to_vec(),
+            prefix_end(&prefix).ok_or("a fragment's outbox prefix has an end")?,
+        ));
+        for event in snapshot.outbox {
+            if !event.key.starts_with(&prefix) {
+                return Err(format!(
+                    "an outbox entry of another fragment: {:?}",
+                    event.key
+                ));
+            }
+            let seq = outbox_seq(&event.key).ok_or("an outbox key without a sequence")?;
+            self.persistence().outbox().observe_seq(seq);
+            outbox.push(FamilyWrite::Put(
+                Family::ExpiryOutbox,
+                event.key.to_vec(),
+                event.value.to_vec(),
+            ));
+        }
         self.replace_all(loaded);
+        // After the records' writes, in the buffer's order: the outbox is
+        // exactly the snapshot's (the events buffered before it included).
+        if self.outbox_store().is_some() {
+            self.persistence().enqueue_settled(outbox);
+        }
         Ok(())
+    }
+
+    /// Written with the next batch of the write buffer, after every change
+    /// enqueued by the commands it covers.
+    fn record_position(&self, position: Position) {
+        self.persistence().set_position(position);
+    }
+
+    fn persist(&self) -> BoxFuture<'static, Result<(), String>> {
+        let persistence = self.persistence().clone();
+        Box::pin(async move { persistence.flush_all().await.map_err(|e| e.to_string()) })
     }
 }
 
@@ -196,7 +289,7 @@ mod tests {
             ))
             .unwrap();
         target.expiry_wake().plan(u64::MAX);
-        target.restore(&encoded(&source)).unwrap();
+        target.restore(&encoded(&source).unwrap()).unwrap();
         assert_eq!(
             target.expiry_wake().planned(),
             500,
@@ -278,7 +371,10 @@ mod tests {
             (pb::outcome::Kind::Purged, 7)
         );
         let equal = || {
-            let snapshots: Vec<Bytes> = replicas.values().map(|r| encoded(&*r.machine)).collect();
+            let snapshots: Vec<Bytes> = replicas
+                .values()
+                .map(|r| encoded(&*r.machine).unwrap())
+                .collect();
             snapshots.windows(2).all(|w| w[0] == w[1])
         };
         eventually("the replicas to hold the same records", equal).await;
@@ -305,6 +401,82 @@ mod tests {
         }
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restarted_replica_resumes_after_its_durable_position_with_its_log_purged() {
+        use crate::raft::GroupId;
+        use crate::raft::testing::{
+            Router, applied_index, config, eventually, form_alone, purged_index, start_durable,
+        };
+        use crate::store::KvStore;
+
+        let router = Router::default();
+        let (state, store) = state();
+        let shared: Arc<dyn KvStore> = store.clone();
+        let replica = start_durable(&router, 1, &config(), Arc::new(state), shared.clone()).await;
+        form_alone(&replica).await;
+        let clock = HybridClock::new(Arc::from("leader"), 0, 0);
+        let mut index_of = Vec::new();
+        for key in 0..40 {
+            let command = write(
+                "t",
+                &format!("k{key:02}"),
+                Record::live(clock.tick_at(1_000), Bytes::from("v"), None),
+            );
+            let written = replica
+                .raft
+                .client_write(crate::raft::Command::new(command, false))
+                .await
+                .unwrap();
+            index_of.push(written.log_id.index);
+        }
+        // A snapshot every 10 entries, nothing kept behind it: the log is
+        // purged past most of the writes.
+        eventually("the log purged behind a snapshot", || {
+            purged_index(&replica.raft) >= 30
+        })
+        .await;
+        let purged_at = purged_index(&replica.raft);
+        replica.raft.shutdown().await.unwrap();
+        let replay_from = crate::raft::applied_index_at_rest(GroupId::fragment(0), shared.clone())
+            .await
+            .expect("a durable position");
+        assert!(
+            replay_from >= purged_at,
+            "position {replay_from} < purged {purged_at}"
+        );
+        let (records, _) = store.dump();
+        assert!(
+            records.len() >= 30,
+            "the writes a snapshot covers are on disk"
+        );
+
+        // A new replica over the same store, its memory empty: it resumes
+        // after the durable position and re-applies only what follows.
+        let fresh = Arc::new(FragmentState::for_tests_on(
+            0,
+            Arc::new(Unbound),
+            "n",
+            store.clone(),
+        ));
+        let again = start_durable(&router, 1, &config(), fresh.clone(), shared).await;
+        let last = *index_of.last().unwrap();
+        eventually("the restarted replica to apply every write", || {
+            applied_index(&again.raft) >= last
+        })
+        .await;
+        let replayed = index_of
+            .iter()
+            .filter(|index| **index > replay_from)
+            .count();
+        let t = TableName::new("t").unwrap();
+        let in_memory = fresh.partition(&t).map_or(0, |p| p.read().len());
+        assert_eq!(
+            in_memory, replayed,
+            "only entries after {replay_from} applied again"
+        );
+        again.raft.shutdown().await.unwrap();
+    }
+
     #[test]
     fn corrupt_commands_and_snapshots_are_refused() {
         let (state, _) = state();
@@ -317,6 +489,7 @@ mod tests {
                     record: Record::tombstone(version(1)).encode().into(),
                 }],
             }],
+            outbox: Vec::new(),
         }
         .encode_to_vec();
         assert!(state.restore(&bad_key).is_err());

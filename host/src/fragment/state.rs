@@ -113,6 +113,9 @@ pub(crate) struct FragmentState {
     persistence: Arc<Persistence>,
     clock: Arc<HybridClock>,
     expiry_wake: ExpiryWake,
+    /// A replicated fragment's store, for its snapshots to carry its
+    /// pending expiry events (held weakly: the node owns the store).
+    outbox_store: std::sync::OnceLock<std::sync::Weak<dyn crate::store::KvStore>>,
 }
 
 impl FragmentState {
@@ -134,7 +137,19 @@ impl FragmentState {
             persistence,
             clock,
             expiry_wake: ExpiryWake::new(),
+            outbox_store: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Make this fragment's snapshots carry its pending expiry events, read
+    /// from `store` (a replicated fragment; set once).
+    pub(crate) fn snapshot_outbox_from(&self, store: &Arc<dyn crate::store::KvStore>) {
+        let _ = self.outbox_store.set(Arc::downgrade(store));
+    }
+
+    /// The store whose outbox snapshots carry, if set and still open.
+    pub(crate) fn outbox_store(&self) -> Option<Option<Arc<dyn crate::store::KvStore>>> {
+        self.outbox_store.get().map(std::sync::Weak::upgrade)
     }
 
     /// An empty fragment `id` over its own in-memory store (returned), with
@@ -147,11 +162,22 @@ impl FragmentState {
         node: &str,
     ) -> (Self, Arc<crate::store::MemoryStore>) {
         let store = Arc::new(crate::store::MemoryStore::new());
+        (Self::for_tests_on(id, outbox, node, store.clone()), store)
+    }
+
+    /// Like [`Self::for_tests`], writing to `store`; memory starts empty
+    /// whatever the store holds.
+    #[cfg(test)]
+    pub(crate) fn for_tests_on(
+        id: FragmentId,
+        outbox: Arc<dyn super::flush::ExpiryOutbox>,
+        node: &str,
+        store: Arc<crate::store::MemoryStore>,
+    ) -> Self {
         let committer = Arc::new(crate::store::Committer::start(store.clone()).unwrap());
         let persistence = Persistence::new(id, committer, 1_000_000, 1 << 30, outbox);
         let clock = HybridClock::new(Arc::from(node), 0, 0);
-        let state = Self::new(id, HashMap::new(), Arc::new(persistence), Arc::new(clock));
-        (state, store)
+        Self::new(id, HashMap::new(), Arc::new(persistence), Arc::new(clock))
     }
 
     /// This fragment's id.

@@ -132,6 +132,8 @@ mod tests {
                 &[StoreBatch {
                     outbox: Vec::new(),
                     removed: Vec::new(),
+                    position: None,
+                    settled: Vec::new(),
                     records: vec![
                         stored("gone", record(10, Some(50))),
                         stored("kept", record(20, Some(500))),

@@ -14,16 +14,18 @@ use tokio::sync::oneshot;
 use super::error::Error;
 use super::{Node, NodeInner};
 use crate::clock::now_ms;
+use crate::cluster::{ClusterError, ClusterSettler, MetaCommand, MetaOutcome};
 use crate::expiry::actions::{Action, ActionError, ActionWriter};
 use crate::expiry::command::{Command, QueueStatus};
 use crate::expiry::deliver::{Context, PluginHandlers};
 use crate::expiry::entries::{self, DeadLetterPage};
 use crate::expiry::event::parse_hex_id;
 use crate::expiry::outbox::Outbox;
+use crate::expiry::settle::{Settler, StoreSettler};
 use crate::expiry::{BindRequest, Binding, ExpiryError, binding, scheduler};
 use crate::fragment::flush::ExpiryOutbox;
 use crate::names::TableName;
-use crate::plugin::{Installed, NotAHandler, PluginError};
+use crate::plugin::{Installed, PluginError};
 use crate::store::{KvStore, PendingEvent, StoreError};
 use crate::write::{BatchOp, Durability, Expiry};
 
@@ -63,6 +65,10 @@ pub struct ExpiryStatus {
     pub lag_max_ms: u64,
     /// The last failure.
     pub last_error: Option<String>,
+    /// In a cluster: the table's events in this member's outbox (every
+    /// replica holds them until the fragment's leader settles them; only
+    /// the leader's are in `queue`). Counted by a scan of the outbox.
+    pub stored_events: Option<u64>,
 }
 
 /// Read bindings and pending events at boot, before fragments load, so boot
@@ -91,9 +97,13 @@ impl Node {
         let Some(commands) = self.inner.outbox.take_receiver() else {
             return;
         };
+        let settler: Arc<dyn Settler> = match &self.inner.cluster {
+            Some(cluster) => Arc::new(ClusterSettler(cluster.clone())),
+            None => Arc::new(StoreSettler(store.clone())),
+        };
         let ctx = Arc::new(Context {
             outbox: self.inner.outbox.clone(),
-            store,
+            settler,
             handlers: Arc::new(PluginHandlers {
                 plugins: self.inner.plugins.clone(),
                 deadline: self.inner.config.plugins.expiry_deadline,
@@ -102,8 +112,16 @@ impl Node {
             config: self.inner.config.expiry,
             max_value_bytes: self.inner.config.max_value_bytes,
         });
-        let task = tokio::spawn(scheduler::run(ctx, commands, loaded));
+        let replicated = self.inner.cluster.is_some();
+        let task = tokio::spawn(scheduler::run(ctx, commands, loaded, replicated));
         *self.inner.dispatcher.lock() = Some(task);
+        if let Some(cluster) = &self.inner.cluster {
+            tokio::spawn(follow_leadership(
+                Arc::downgrade(cluster),
+                self.inner.outbox.clone(),
+                Arc::downgrade(&store),
+            ));
+        }
     }
 
     /// Stop forming batches and wait (bounded) for the calls in flight.
@@ -144,37 +162,30 @@ impl Node {
         table: &str,
         request: BindRequest,
     ) -> Result<Binding, ExpiryError> {
-        if self.inner.cluster.is_some() {
-            return Err(ExpiryError::NotInCluster);
-        }
         let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
         let binding = request.resolve(now_ms())?;
-        self.blocking_expiry(move |node, store| {
-            let _guard = node.inner.bindings_lock.lock();
-            let plugin = node.inner.plugins.get(&binding.plugin).ok_or_else(|| {
-                ExpiryError::NotFound(format!(
-                    "plugin {} not found; upload it with PUT /v1/plugins/{}",
-                    binding.plugin, binding.plugin
-                ))
-            })?;
-            plugin
-                .expiry_handler(&binding.function)
-                .map_err(|error| match error {
-                    NotAHandler::Missing { .. } => ExpiryError::NotFound(error.to_string()),
-                    NotAHandler::WrongKind { .. } => ExpiryError::Invalid(error.to_string()),
-                })?;
-            let binding = Binding {
-                function: plugin
-                    .function(&binding.function)
-                    .map(|f| f.name.clone())
-                    .unwrap_or(binding.function),
-                ..binding
-            };
-            binding::save(&*store, &table, &binding)?;
-            node.inner.outbox.set_binding(table, Some(binding.clone()));
-            Ok(binding)
-        })
-        .await
+        let Some(cluster) = self.inner.cluster.clone() else {
+            return self
+                .blocking_expiry(move |node, _| node.inner.admin.bind(&table, binding))
+                .await;
+        };
+        // Checked here first, so a binding every member would refuse is
+        // never proposed; then bound on every member at once.
+        let binding = self
+            .blocking_expiry(move |node, _| node.inner.admin.check_binding(binding))
+            .await?;
+        let outcome = change_metadata(
+            &cluster,
+            MetaCommand::BindExpiry {
+                table: table.to_string(),
+                binding: super::admin::binding_bytes(&binding),
+            },
+        )
+        .await?;
+        match outcome {
+            MetaOutcome::Bound(bound) => decode_binding(&bound),
+            other => Err(unexpected_outcome(other)),
+        }
     }
 
     /// Remove `table`'s binding: its expiries stop producing events. Events
@@ -188,10 +199,28 @@ impl Node {
         discard_pending: bool,
     ) -> Result<Binding, ExpiryError> {
         let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        if let Some(cluster) = self.inner.cluster.clone() {
+            if discard_pending {
+                return Err(ExpiryError::NotInCluster(
+                    "discarding pending events on unbind (unbind without discard_pending; the events wait in the outbox)".into(),
+                ));
+            }
+            let outcome = change_metadata(
+                &cluster,
+                MetaCommand::UnbindExpiry {
+                    table: table.to_string(),
+                },
+            )
+            .await?;
+            return match outcome {
+                MetaOutcome::Unbound(removed) => decode_binding(&removed),
+                other => Err(unexpected_outcome(other)),
+            };
+        }
         let removed = {
             let table = table.clone();
             self.blocking_expiry(move |node, store| {
-                let _guard = node.inner.bindings_lock.lock();
+                let _guard = node.inner.admin.bindings_lock.lock();
                 let binding = node.inner.outbox.binding(&table).ok_or_else(|| {
                     ExpiryError::NotFound(format!("table {table} has no expiry handler"))
                 })?;
@@ -229,12 +258,28 @@ impl Node {
         } else {
             QueueStatus::default()
         };
+        let stored_events = match self.inner.cluster {
+            Some(_) => {
+                let table = table.clone();
+                Some(
+                    self.blocking_expiry(move |_, store| {
+                        entries::count_outbox(&*store, &table).map_err(ExpiryError::from)
+                    })
+                    .await?,
+                )
+            }
+            None => None,
+        };
         let binding = self.inner.outbox.binding(&table);
         let stats = self.inner.outbox.existing_stats(&table);
         let dead_letters = stats
             .as_ref()
             .map_or(0, |s| s.dead_letters.load(Ordering::Relaxed));
-        if binding.is_none() && queue.pending == 0 && dead_letters == 0 {
+        if binding.is_none()
+            && queue.pending == 0
+            && dead_letters == 0
+            && stored_events.unwrap_or(0) == 0
+        {
             return Err(ExpiryError::NotFound(format!(
                 "table {table} has no expiry handler"
             )));
@@ -259,6 +304,7 @@ impl Node {
             lag_p99_ms: ms(stats.lag.quantile(0.99)),
             lag_max_ms: stats.max_lag_ms.load(Ordering::Relaxed),
             last_error: stats.last_error.lock().clone(),
+            stored_events,
         })
     }
 
@@ -328,6 +374,11 @@ impl Node {
         table: &str,
         ids: Option<Vec<String>>,
     ) -> Result<(usize, bool), ExpiryError> {
+        if self.inner.cluster.is_some() {
+            // Moving dead letters back would have to be a command of each
+            // fragment's group, like a settlement.
+            return Err(ExpiryError::NotInCluster("redriving dead letters".into()));
+        }
         let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
         if let Some(ids) = &ids
             && ids.len() > entries::MAX_REDRIVE
@@ -352,7 +403,7 @@ impl Node {
             })
             .transpose()?;
         self.blocking_expiry(move |node, store| {
-            let _guard = node.inner.bindings_lock.lock();
+            let _guard = node.inner.admin.bindings_lock.lock();
             if !node.inner.outbox.is_bound(&table) {
                 return Err(ExpiryError::Conflict(format!(
                     "table {table} has no expiry handler; bind one before redriving"
@@ -376,56 +427,131 @@ impl Node {
     /// it `unchanged` (see [`crate::plugin::PluginRegistry::install_checked`]
     /// for the versions kept). Refused with [`PluginError::InUse`] when a
     /// table is bound to a function of `name` that the new version does not
-    /// declare as an expiry handler. Blocking (compilation): call it from a
-    /// blocking thread.
+    /// declare as an expiry handler, and with [`PluginError::Replicated`] on
+    /// a cluster member (use [`Node::put_plugin`]). Blocking (compilation):
+    /// call it from a blocking thread.
     pub fn install_plugin(&self, name: &str, bytes: &[u8]) -> Result<Installed, PluginError> {
-        let store = self.store().map_err(|_| shutting_down())?;
-        let _guard = self.inner.bindings_lock.lock();
-        let bound: Vec<(TableName, Binding)> = self
-            .inner
-            .outbox
-            .bindings()
-            .into_iter()
-            .filter(|(_, b)| b.plugin.eq_ignore_ascii_case(name))
-            .collect();
-        self.inner
-            .plugins
-            .install_checked(&*store, name, bytes, &|manifest| {
-                for (table, binding) in &bound {
-                    let declared =
-                        crate::plugin::kind::expiry_handler(manifest, name, &binding.function)
-                            .is_ok();
-                    if !declared {
-                        return Err(PluginError::InUse(format!(
-                            "table {table} is bound to {name}.{}, which this module does not declare as an expiry handler; unbind the table first",
-                            binding.function
-                        )));
-                    }
-                }
-                Ok(())
-            })
+        self.store().map_err(|_| shutting_down())?;
+        if self.inner.cluster.is_some() {
+            return Err(PluginError::Replicated);
+        }
+        self.inner.admin.install(name, bytes)
     }
 
     /// Remove plugin `name`. Refused with [`PluginError::InUse`] while an
-    /// expiry binding uses it. Blocking: call it from a blocking thread.
+    /// expiry binding uses it, and with [`PluginError::Replicated`] on a
+    /// cluster member (use [`Node::delete_plugin`]). Blocking: call it from
+    /// a blocking thread.
     pub fn remove_plugin(&self, name: &str) -> Result<(), PluginError> {
-        let store = self.store().map_err(|_| shutting_down())?;
-        let _guard = self.inner.bindings_lock.lock();
-        let users: Vec<String> = self
-            .inner
-            .outbox
-            .bindings()
-            .into_iter()
-            .filter(|(_, b)| b.plugin.eq_ignore_ascii_case(name))
-            .map(|(table, _)| table.to_string())
-            .collect();
-        if !users.is_empty() {
-            return Err(PluginError::InUse(format!(
-                "plugin {name} is the expiry handler of {}; unbind first (DELETE /v1/tables/{{t}}/expiry-handler)",
-                users.join(", ")
-            )));
+        self.store().map_err(|_| shutting_down())?;
+        if self.inner.cluster.is_some() {
+            return Err(PluginError::Replicated);
         }
-        self.inner.plugins.remove(&*store, name)
+        self.inner.admin.remove(name)
+    }
+}
+
+/// Commit a binding change in the metadata group: what applying it
+/// answered, a failure as the error it stands for.
+async fn change_metadata(
+    cluster: &crate::cluster::Cluster,
+    command: MetaCommand,
+) -> Result<MetaOutcome, ExpiryError> {
+    let change =
+        cluster
+            .change_metadata(command)
+            .await
+            .map_err(|error| ExpiryError::Unavailable {
+                code: match error {
+                    ClusterError::MetaNoQuorum { .. } | ClusterError::NoQuorum { .. } => {
+                        "no_quorum"
+                    }
+                    _ => "unavailable",
+                }
+                .to_string(),
+                message: error.to_string(),
+            })?;
+    match change.outcome {
+        MetaOutcome::Failed { code, message } => Err(ExpiryError::from_contract(&code, message)),
+        outcome => Ok(outcome),
+    }
+}
+
+fn decode_binding(bytes: &[u8]) -> Result<Binding, ExpiryError> {
+    serde_json::from_slice(bytes).map_err(|e| ExpiryError::Unavailable {
+        code: "unavailable".into(),
+        message: format!("the metadata group answered a binding that does not decode: {e}"),
+    })
+}
+
+fn unexpected_outcome(outcome: MetaOutcome) -> ExpiryError {
+    ExpiryError::Unavailable {
+        code: "unavailable".into(),
+        message: format!("the metadata group answered {outcome:?}"),
+    }
+}
+
+/// How often a cluster member looks for fragments it started or stopped
+/// leading.
+const LEADERSHIP_POLL: Duration = Duration::from_millis(100);
+
+/// Tell the dispatcher which fragments this member leads, for as long as
+/// the cluster runs: a fragment it starts leading is taken over once this
+/// member applied every earlier entry (its stored events, same ids, are
+/// delivered again); one it stops leading is forgotten.
+async fn follow_leadership(
+    cluster: Weak<crate::cluster::Cluster>,
+    outbox: Arc<Outbox>,
+    store: Weak<dyn KvStore>,
+) {
+    let mut led: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
+    loop {
+        tokio::time::sleep(LEADERSHIP_POLL).await;
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
+        let now: std::collections::BTreeSet<u32> = cluster.led_fragments().into_iter().collect();
+        for lost in led.difference(&now) {
+            if !outbox.send(Command::Forget(*lost)) {
+                return;
+            }
+        }
+        for gained in now.difference(&led) {
+            let fragment = *gained;
+            if !outbox.send(Command::Lead(fragment)) {
+                return;
+            }
+            let (cluster, outbox, store) = (cluster.clone(), outbox.clone(), store.clone());
+            tokio::spawn(async move {
+                // Retry until caught up, unless leadership moves on (the
+                // next poll then forgets the fragment).
+                while cluster.led_fragments().contains(&fragment) {
+                    if cluster.caught_up_as_leader(fragment).await {
+                        let Some(store) = store.upgrade() else {
+                            return; // The node closed its store.
+                        };
+                        let loaded = tokio::task::spawn_blocking(move || {
+                            entries::load_fragment_outbox(&*store, fragment)
+                        })
+                        .await;
+                        match loaded {
+                            Ok(Ok(events)) => {
+                                outbox.send(Command::Takeover(fragment, events));
+                                return;
+                            }
+                            Ok(Err(error)) => {
+                                tracing::warn!(fragment, %error, "cannot load the outbox of a fragment this member now leads; retrying");
+                            }
+                            Err(error) => {
+                                tracing::warn!(fragment, %error, "loading the outbox failed; retrying");
+                            }
+                        }
+                    }
+                    tokio::time::sleep(LEADERSHIP_POLL).await;
+                }
+            });
+        }
+        led = now;
     }
 }
 

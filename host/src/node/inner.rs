@@ -32,8 +32,9 @@ pub(crate) struct NodeInner {
     pub(crate) natives: Arc<crate::native::NativeFunctions>,
     /// Expiry bindings, outbox sequence and statistics.
     pub(crate) outbox: Arc<Outbox>,
-    /// Serializes binding changes with plugin installs and removals.
-    pub(crate) bindings_lock: parking_lot::Mutex<()>,
+    /// Plugin installs and removals, checked against the bindings (its
+    /// lock serializes binding changes with them).
+    pub(crate) admin: Arc<super::admin::PluginAdmin>,
     /// The expiry dispatcher, until shutdown stops it.
     pub(super) dispatcher: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub(super) committer: Arc<Committer>,

@@ -1,6 +1,7 @@
 //! The node: owns the store, the clock, the fragments and their router, the
 //! operation gate, and the boot and shutdown sequences.
 
+mod admin;
 pub mod backup;
 pub(crate) mod boot;
 pub mod config;
@@ -9,6 +10,7 @@ mod expiry;
 pub(crate) mod gate;
 mod inner;
 pub mod memory;
+mod plugins;
 pub(crate) mod router;
 pub(crate) mod table;
 
@@ -16,6 +18,7 @@ pub use backup::{BackupError, BackupReport};
 pub use boot::BootStats;
 pub use inner::Node;
 pub(crate) use inner::NodeInner;
+pub use plugins::PluginChange;
 
 use std::sync::Arc;
 
@@ -176,6 +179,12 @@ impl Node {
             .map_err(|e| StoreError::Engine(e.to_string()))?
             .map_err(OpenError::Plugins)?
         };
+        let plugins = Arc::new(plugins);
+        let admin = Arc::new(admin::PluginAdmin::new(
+            plugins.clone(),
+            outbox.clone(),
+            &store,
+        ));
         let memory_limit = config.max_memory.resolve();
         if memory_limit.is_none() && config.max_memory != memory::MaxMemory::Unbounded {
             tracing::warn!(
@@ -234,6 +243,7 @@ impl Node {
                     &states,
                     store.clone(),
                     setup.transport.clone(),
+                    admin.clone(),
                 )
                 .await;
                 let cluster = match started {
@@ -272,10 +282,10 @@ impl Node {
                 gate: OperationGate::default(),
                 memory: MemoryMonitor::start(memory_limit),
                 store: parking_lot::Mutex::new(Some(store.clone())),
-                plugins: Arc::new(plugins),
+                plugins,
                 natives: Arc::default(),
                 outbox,
-                bindings_lock: parking_lot::Mutex::new(()),
+                admin,
                 dispatcher: parking_lot::Mutex::new(None),
                 committer,
                 clock,

@@ -96,6 +96,12 @@ pub enum PluginError {
     /// operation (a server fault, not the caller's).
     #[error("plugin engine: {0}")]
     Engine(#[from] EngineError),
+    /// The node is a cluster member: its plugins change only through the
+    /// metadata group, so every member has the same ones.
+    #[error(
+        "this node is a cluster member: change plugins on every member at once with PUT or DELETE /v1/plugins/{{name}} (Node::put_plugin, Node::delete_plugin)"
+    )]
+    Replicated,
 }
 
 /// The plugin engine failed: it could not start or could not handle a

@@ -63,6 +63,18 @@ fn key(name: &str, version: u32, part: &str) -> Vec<u8> {
     format!("v1/{name}/{version:010}/{part}").into_bytes()
 }
 
+/// What the checks of an install found.
+enum Admitted {
+    /// The bytes are the current version's.
+    Unchanged(Arc<PluginVersion>),
+    /// A new version, compiled.
+    New {
+        name: String,
+        sha256: String,
+        compiled: super::runtime::CompiledPlugin,
+    },
+}
+
 /// Check a plugin name ([`crate::names::plugin_name`]: the shape of table
 /// names, lower-cased, not starting with `ebb_`).
 pub fn plugin_name(name: &str) -> Result<String, PluginInvalid> {
@@ -213,27 +225,19 @@ impl PluginRegistry {
         bytes: &[u8],
         check: &dyn Fn(&abi::Manifest) -> Result<(), PluginError>,
     ) -> Result<Installed, PluginError> {
-        let name = plugin_name(name)?;
-        let sha256 = crate::hex::encode(&Sha256::digest(bytes));
-        if let Some(current) = self.get(&name)
-            && current.info.sha256 == sha256
-        {
-            return Ok(Installed {
-                version: current,
-                unchanged: true,
-            });
-        }
-        {
-            let plugins = self.plugins.read();
-            if !plugins.contains_key(&name) && plugins.len() >= self.runtime.limits().max_plugins {
-                return Err(PluginError::Limit(format!(
-                    "{} plugins are installed, the limit; delete one first",
-                    plugins.len()
-                )));
+        let (name, sha256, compiled) = match self.admit(name, bytes, check)? {
+            Admitted::Unchanged(current) => {
+                return Ok(Installed {
+                    version: current,
+                    unchanged: true,
+                });
             }
-        }
-        let compiled = self.runtime.compile(&name, bytes)?;
-        check(&compiled.manifest)?;
+            Admitted::New {
+                name,
+                sha256,
+                compiled,
+            } => (name, sha256, compiled),
+        };
         let artifact = self.runtime.serialize_artifact(&compiled.module)?;
         let mut plugins = self.plugins.write();
         let previous = plugins.get(&name);
@@ -305,6 +309,62 @@ impl PluginRegistry {
             version,
             unchanged: false,
         })
+    }
+
+    /// Whether [`Self::install_checked`] would accept `bytes` as plugin
+    /// `name` (blocking: it compiles them), storing nothing. A cluster
+    /// member checks an upload so before proposing it to every member.
+    pub fn validate_checked(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        check: &dyn Fn(&abi::Manifest) -> Result<(), PluginError>,
+    ) -> Result<(), PluginError> {
+        self.admit(name, bytes, check).map(|_| ())
+    }
+
+    /// The checks of an install before anything is stored: the name, the
+    /// same bytes as the current version, the plugin count, compilation
+    /// and `check`.
+    fn admit(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        check: &dyn Fn(&abi::Manifest) -> Result<(), PluginError>,
+    ) -> Result<Admitted, PluginError> {
+        let name = plugin_name(name)?;
+        let sha256 = crate::hex::encode(&Sha256::digest(bytes));
+        if let Some(current) = self.get(&name)
+            && current.info.sha256 == sha256
+        {
+            return Ok(Admitted::Unchanged(current));
+        }
+        {
+            let plugins = self.plugins.read();
+            if !plugins.contains_key(&name) && plugins.len() >= self.runtime.limits().max_plugins {
+                return Err(PluginError::Limit(format!(
+                    "{} plugins are installed, the limit; delete one first",
+                    plugins.len()
+                )));
+            }
+        }
+        let compiled = self.runtime.compile(&name, bytes)?;
+        check(&compiled.manifest)?;
+        Ok(Admitted::New {
+            name,
+            sha256,
+            compiled,
+        })
+    }
+
+    /// The module bytes of `name`'s current version, read from `store`
+    /// (blocking); `None` if there is no such plugin.
+    pub fn module(&self, store: &dyn KvStore, name: &str) -> Result<Option<Vec<u8>>, PluginError> {
+        let Some(current) = self.get(name) else {
+            return Ok(None);
+        };
+        let key = key(&current.name, current.info.version, "module");
+        Ok(store.read_entry(Family::Plugins, &key)?)
     }
 
     /// The current version of `name`.

@@ -9,7 +9,7 @@ use ebb_proto::raft::v1 as pb;
 use openraft::BasicNode;
 use openraft::impls::leader_id_adv::LeaderId;
 
-use super::types::{Command, Entry, LogId, Membership, NodeId, Payload, Vote};
+use super::types::{Command, Entry, LogId, Membership, NodeId, Payload, StoredMembership, Vote};
 
 /// Raft state that does not decode: stored by this node, or received from
 /// a peer (see `wire`).
@@ -181,6 +181,39 @@ pub(crate) fn decode_marker(bytes: &[u8]) -> Result<Option<LogId>, CorruptRaftSt
     Ok(marker.log_id.as_ref().map(log_id_from_pb))
 }
 
+/// Encode a state machine's position: the last entry it applied and the
+/// last membership among them.
+pub(crate) fn encode_position(applied: &LogId, membership: &StoredMembership) -> Vec<u8> {
+    let membership_log_id = membership.log_id().as_ref().map(log_id_to_pb);
+    pb::Position {
+        applied: Some(log_id_to_pb(applied)),
+        membership: membership_log_id
+            .is_some()
+            .then(|| membership_to_pb(membership.membership())),
+        membership_log_id,
+    }
+    .encode_to_vec()
+}
+
+/// Decode a position written by [`encode_position`].
+pub(crate) fn decode_position(bytes: &[u8]) -> Result<(LogId, StoredMembership), CorruptRaftState> {
+    let what = "applied position";
+    let position = pb::Position::decode(bytes).map_err(|e| corrupt(what, e))?;
+    let applied = position
+        .applied
+        .as_ref()
+        .map(log_id_from_pb)
+        .ok_or_else(|| corrupt(what, "no applied log id"))?;
+    let membership = match (position.membership_log_id, position.membership) {
+        (None, _) => StoredMembership::default(),
+        (Some(id), Some(membership)) => {
+            StoredMembership::new(Some(log_id_from_pb(&id)), membership_from_pb(membership)?)
+        }
+        (Some(_), None) => return Err(corrupt(what, "a membership log id without a membership")),
+    };
+    Ok((applied, membership))
+}
+
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
@@ -236,6 +269,29 @@ mod tests {
                 marker
             );
         }
+    }
+
+    #[test]
+    fn positions_round_trip_with_and_without_a_membership() {
+        let nodes: BTreeMap<NodeId, BasicNode> =
+            [(1, BasicNode::new("a")), (2, BasicNode::new("b"))]
+                .into_iter()
+                .collect();
+        let membership = Membership::new(vec![BTreeSet::from([1, 2])], nodes).unwrap();
+        for stored in [
+            StoredMembership::default(),
+            StoredMembership::new(Some(log_id(1, 1, 1)), membership),
+        ] {
+            let applied = log_id(3, 2, 77);
+            let (back, back_membership) =
+                decode_position(&encode_position(&applied, &stored)).unwrap();
+            assert_eq!((back, back_membership), (applied, stored));
+        }
+        let no_applied = pb::Position::default().encode_to_vec();
+        assert_eq!(
+            decode_position(&no_applied).unwrap_err().reason,
+            "no applied log id"
+        );
     }
 
     #[test]

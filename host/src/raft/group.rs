@@ -10,10 +10,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, LinearizableReadError, RaftError};
+use openraft::type_config::alias::SnapshotOf;
 use openraft::{BasicNode, Config, Raft, ReadPolicy, SnapshotPolicy};
 
 use super::log_store::LogStore;
-use super::machine::{GroupMachine, StateMachine};
+use super::machine::{GroupMachine, SnapshotData, StateMachine};
 use super::network::{GroupNetwork, Transport};
 use super::types::{Command, GroupId, NodeId, TypeConfig};
 use super::wire::{RaftRequest, RaftResponse};
@@ -35,6 +36,30 @@ impl Default for GroupTiming {
         Self {
             heartbeat: Duration::from_millis(100),
             election_min: Duration::from_millis(400),
+        }
+    }
+}
+
+/// How much log a group holds: it snapshots after `snapshot_every` new
+/// entries and purges its log up to `keep` entries behind the snapshot,
+/// so a group holds at most about `snapshot_every + keep` entries. A
+/// follower missing entries that are gone catches up from a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRetention {
+    /// Entries between snapshots; 0 never snapshots (the log grows).
+    pub snapshot_every: u64,
+    /// Entries kept behind the last snapshot, so a follower a little
+    /// behind catches up from the log rather than a whole snapshot.
+    pub keep: u64,
+}
+
+impl Default for LogRetention {
+    /// A snapshot every 10 000 entries, 1 000 kept behind it: at most
+    /// about 11 000 entries (a few MiB) per group.
+    fn default() -> Self {
+        Self {
+            snapshot_every: 10_000,
+            keep: 1_000,
         }
     }
 }
@@ -86,6 +111,11 @@ pub struct GroupStatus {
     pub committed: u64,
     /// Index of the last entry this node applied.
     pub applied: u64,
+    /// Index of the last entry the last snapshot covers (0: none yet).
+    pub snapshot: u64,
+    /// Index of the last entry purged from this node's log (0: none);
+    /// the log holds the entries after it.
+    pub purged: u64,
     /// The voters.
     pub voters: Vec<NodeId>,
     /// On the leader: entries each follower is behind the leader's log
@@ -110,8 +140,10 @@ impl<M: GroupMachine> Clone for Group<M> {
 
 impl<M: GroupMachine> Group<M> {
     /// Start this node's replica of group `id` over `machine`, with its
-    /// `log` (in the node's store). The group has no members until
-    /// [`Self::form`] (first start) or until it reads them from its log.
+    /// `log` (in the node's store) kept as `retention` says. The group has
+    /// no members until [`Self::form`] (first start) or until it reads
+    /// them from its log. A machine that purges its log must be durable
+    /// ([`StateMachine::open`]): a transient one could not restart.
     pub async fn start(
         node: NodeId,
         id: GroupId,
@@ -119,6 +151,7 @@ impl<M: GroupMachine> Group<M> {
         machine: StateMachine<M>,
         transport: Arc<dyn Transport>,
         timing: GroupTiming,
+        retention: LogRetention,
     ) -> Result<Self, GroupError> {
         let election = timing.election_min.as_millis() as u64;
         let config = Config {
@@ -126,9 +159,13 @@ impl<M: GroupMachine> Group<M> {
             heartbeat_interval: timing.heartbeat.as_millis() as u64,
             election_timeout_min: election,
             election_timeout_max: election * 2,
-            // Keep the log until the applied position is durable with the
-            // state it covers (docs/cluster.md, "What remains").
-            snapshot_policy: SnapshotPolicy::Never,
+            snapshot_policy: match retention.snapshot_every {
+                0 => SnapshotPolicy::Never,
+                every => SnapshotPolicy::LogsSinceLast(every),
+            },
+            max_in_snapshot_log_to_keep: retention.keep,
+            // Purge in runs of up to a hundred entries, not one by one.
+            purge_batch_size: retention.snapshot_every.clamp(1, 100),
             ..Default::default()
         }
         .validate()
@@ -191,8 +228,13 @@ impl<M: GroupMachine> Group<M> {
     /// Propose `command` (fsynced on every replica before it counts when
     /// `sync`) and wait until this node applied it: the machine's answer.
     pub async fn propose(&self, command: Bytes, sync: bool) -> Result<Bytes, GroupError> {
+        self.propose_at(command, sync).await.map(|(reply, _)| reply)
+    }
+
+    /// [`Self::propose`], also answering the entry's index in the log.
+    pub async fn propose_at(&self, command: Bytes, sync: bool) -> Result<(Bytes, u64), GroupError> {
         match self.raft.client_write(Command::new(command, sync)).await {
-            Ok(response) => Ok(response.data.0),
+            Ok(response) => Ok((response.data.0, response.log_id.index)),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
                 Err(GroupError::NotLeader {
                     group: self.id,
@@ -262,7 +304,13 @@ impl<M: GroupMachine> Group<M> {
                 .map_err(|e| e.to_string()),
             RaftRequest::FullSnapshot { vote, snapshot } => self
                 .raft
-                .install_full_snapshot(vote, snapshot)
+                .install_full_snapshot(
+                    vote,
+                    SnapshotOf::<TypeConfig, SnapshotData> {
+                        meta: snapshot.meta,
+                        snapshot: SnapshotData::Encoded(snapshot.snapshot),
+                    },
+                )
                 .await
                 .map(RaftResponse::Snapshot)
                 .map_err(|e| e.to_string()),
@@ -306,6 +354,8 @@ impl<M: GroupMachine> Group<M> {
                 .or(metrics.local_committed)
                 .map_or(0, |id| id.index),
             applied: metrics.last_applied.map_or(0, |id| id.index),
+            snapshot: metrics.snapshot.map_or(0, |id| id.index),
+            purged: metrics.purged.map_or(0, |id| id.index),
             voters: metrics.membership_config.membership().voter_ids().collect(),
             lag,
         }

@@ -35,9 +35,9 @@ impl GroupMachine for Kv {
         self.0.lock().clone()
     }
 
-    fn encode(map: Self::Captured) -> Bytes {
+    fn encode(map: Self::Captured) -> Result<Bytes, String> {
         let lines: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        Bytes::from(lines.join("\n"))
+        Ok(Bytes::from(lines.join("\n")))
     }
 
     fn restore(&self, snapshot: &[u8]) -> Result<(), String> {

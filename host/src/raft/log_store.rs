@@ -18,16 +18,20 @@ use std::sync::Arc;
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 
 use super::codec::{
-    decode_entry, decode_marker, decode_vote, encode_entry, encode_marker, encode_vote,
+    decode_entry, decode_marker, decode_position, decode_vote, encode_entry, encode_marker,
+    encode_vote,
 };
 use super::log_writer::LogWriter;
-use super::types::{Entry, GroupId, LogId, TypeConfig, Vote};
+use super::types::{Entry, GroupId, LogId, StoredMembership, TypeConfig, Vote};
 use crate::store::{Family, FamilyWrite, KvStore, StoreError};
 
 /// Tags of a group's entries in `raft_state`.
 const TAG_VOTE: u8 = 1;
 const TAG_PURGED: u8 = 2;
 const TAG_COMMITTED: u8 = 3;
+/// The state machine's applied position, written by the machine with the
+/// state it covers (not by the log store).
+const TAG_APPLIED: u8 = 4;
 
 /// When appended entries count as flushed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +66,23 @@ fn state_key(group: GroupId, tag: u8) -> Vec<u8> {
     let mut key = group.prefix().to_vec();
     key.push(tag);
     key
+}
+
+/// Where `group`'s applied position lives in `raft_state`.
+pub(super) fn position_key(group: GroupId) -> Vec<u8> {
+    state_key(group, TAG_APPLIED)
+}
+
+/// The applied position of `group` in `store` (the last entry its state
+/// machine applied and made durable, with the last membership among
+/// them), read on a blocking thread; `None` if it never applied anything.
+pub(super) async fn read_position(
+    group: GroupId,
+    store: Arc<dyn KvStore>,
+) -> io::Result<Option<(LogId, StoredMembership)>> {
+    LogReader { group, store }
+        .read_state(TAG_APPLIED, decode_position)
+        .await
 }
 
 /// Reads a group's log; cheap to clone, one per replication stream.

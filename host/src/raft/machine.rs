@@ -3,28 +3,39 @@
 //! above supply through [`GroupMachine`] (the fragment state for a
 //! fragment's group).
 //!
-//! The adapter keeps the last applied log id, the last membership and the
-//! current snapshot in memory: it is the "transient state machine" of
-//! openraft's storage guide. A restart rebuilds the applied state from the
-//! latest snapshot and the committed log (the log store persists the
-//! committed id); making the applied position durable together with the
-//! state it covers comes with the fragment's group.
+//! A durable machine ([`StateMachine::open`]) keeps its applied position
+//! (the last entry applied, and the last membership among the entries) in
+//! the store with the state it covers, so a restart resumes applying after
+//! it. A snapshot is a view captured between applies and encoded only when
+//! a follower needs it; building one first makes the state it covers
+//! durable, which is what lets openraft purge the log behind it. A
+//! transient machine ([`StateMachine::new`], tests) keeps its position in
+//! memory only.
 
 use std::io;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use futures::{Stream, TryStreamExt};
 use openraft::EntryPayload;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
-use openraft::type_config::alias::{SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
-use parking_lot::Mutex;
+use openraft::type_config::alias::{SnapshotMetaOf, SnapshotOf};
 
-use super::types::{LogId, Reply, TypeConfig};
+use super::codec::encode_position;
+use super::log_store::{position_key, read_position};
+use super::types::{GroupId, LogId, Reply, StoredMembership, TypeConfig};
+use crate::store::KvStore;
 
 /// What a Raft group replicates. Implemented above this layer; the group
 /// calls it on its state machine task, in log order.
 pub trait GroupMachine: Send + Sync + 'static {
+    /// Whether [`Self::apply`] and [`Self::record_position`] may block (a
+    /// plugin compiles, a store write waits for the disk): the adapter then
+    /// calls them on the blocking pool, one at a time, in log order. `false`
+    /// (the default) calls them on the group's task: in-memory work only.
+    const BLOCKING: bool = false;
+
     /// Apply one committed command and answer the proposer. Must be
     /// deterministic: the same commands in the same order from the same
     /// state give the same state and answers on every replica. An error
@@ -41,63 +52,175 @@ pub trait GroupMachine: Send + Sync + 'static {
     fn capture(&self) -> Self::Captured;
 
     /// Encode a captured view. May take long: runs on a blocking thread.
-    fn encode(captured: Self::Captured) -> Bytes;
+    /// An error (the state could not be read) fails the sending of this
+    /// snapshot, which openraft retries later.
+    fn encode(captured: Self::Captured) -> Result<Bytes, String>;
 
     /// Replace the whole state with one [`Self::encode`] made. May take
     /// long: runs on a blocking thread while the group applies nothing.
     fn restore(&self, snapshot: &[u8]) -> Result<(), String>;
+
+    /// Write `position` to the store together with the state changes of
+    /// every command applied (or snapshot restored) before this call: in
+    /// the same store write or a later one, never an earlier one, so the
+    /// store never holds a position ahead of its state. Called after each
+    /// run of applies. A machine whose state is not durable ignores it
+    /// (the default).
+    fn record_position(&self, position: Position) {
+        let _ = position;
+    }
+
+    /// Make every state change applied so far, and the last position
+    /// recorded, durable; resolves once they are (or with why not). A
+    /// snapshot waits for it before openraft may purge the log behind the
+    /// snapshot. The default (nothing durable) resolves at once.
+    fn persist(&self) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A group's applied position as a `raft_state` entry of the store: the
+/// machine writes it with the state it covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// The entry's key in the `raft_state` family.
+    pub key: Vec<u8>,
+    /// The encoded position (`ebb.raft.v1.Position`).
+    pub value: Vec<u8>,
+}
+
+/// A snapshot's data: the bytes a leader sent, or a view of the state
+/// captured between applies and encoded only when it is sent or installed
+/// (building a snapshot to purge the log behind it then costs no copy of
+/// the state).
+pub enum SnapshotData {
+    /// An encoded snapshot.
+    Encoded(Bytes),
+    /// A captured view and how to encode it.
+    Deferred(Box<dyn FnOnce() -> Result<Bytes, String> + Send + Sync>),
+}
+
+impl SnapshotData {
+    /// The encoded snapshot; a deferred view is encoded on a blocking
+    /// thread.
+    pub async fn into_bytes(self) -> io::Result<Bytes> {
+        match self {
+            SnapshotData::Encoded(bytes) => Ok(bytes),
+            SnapshotData::Deferred(encode) => tokio::task::spawn_blocking(encode)
+                .await
+                .map_err(io::Error::other)?
+                .map_err(io::Error::other),
+        }
+    }
+}
+
+impl std::fmt::Debug for SnapshotData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SnapshotData::Encoded(bytes) => write!(f, "Encoded({} bytes)", bytes.len()),
+            SnapshotData::Deferred(_) => f.write_str("Deferred"),
+        }
+    }
 }
 
 /// The encoded state of `machine` now: [`GroupMachine::capture`] then
 /// [`GroupMachine::encode`], on the calling thread.
-pub fn encoded<M: GroupMachine>(machine: &M) -> Bytes {
+pub fn encoded<M: GroupMachine>(machine: &M) -> Result<Bytes, String> {
     M::encode(machine.capture())
 }
-
-/// A snapshot with the log position it covers.
-type Current = Arc<Mutex<Option<(SnapshotMetaOf<TypeConfig>, Bytes)>>>;
 
 /// openraft's state machine over a [`GroupMachine`].
 pub struct StateMachine<M> {
     machine: Arc<M>,
     applied: Option<LogId>,
-    membership: StoredMembershipOf<TypeConfig>,
-    current: Current,
+    membership: StoredMembership,
+    /// The group whose position the machine keeps durable; `None` for a
+    /// transient machine.
+    durable: Option<GroupId>,
 }
 
 impl<M: GroupMachine> StateMachine<M> {
-    /// A state machine that has applied nothing yet, over `machine`.
+    /// A transient state machine over `machine`: it starts having applied
+    /// nothing and keeps its position in memory only.
     pub fn new(machine: Arc<M>) -> Self {
         Self {
             machine,
             applied: None,
-            membership: StoredMembershipOf::<TypeConfig>::default(),
-            current: Arc::default(),
+            membership: StoredMembership::default(),
+            durable: None,
         }
+    }
+
+    /// The state machine of `group` over `machine`, whose state is durable
+    /// in `store`: it starts at the position last made durable with that
+    /// state (nothing applied if there is none), and records each new
+    /// position through [`GroupMachine::record_position`]. Fails if the
+    /// stored position cannot be read or decoded.
+    pub async fn open(
+        machine: Arc<M>,
+        group: GroupId,
+        store: Arc<dyn KvStore>,
+    ) -> io::Result<Self> {
+        let (applied, membership) = match read_position(group, store).await? {
+            Some((applied, membership)) => (Some(applied), membership),
+            None => (None, StoredMembership::default()),
+        };
+        Ok(Self {
+            machine,
+            applied,
+            membership,
+            durable: Some(group),
+        })
+    }
+
+    /// Hand the current position to the machine to make durable with its
+    /// state (a durable machine only).
+    async fn record_position(&self) -> io::Result<()> {
+        let (Some(group), Some(applied)) = (self.durable, self.applied.as_ref()) else {
+            return Ok(());
+        };
+        let position = Position {
+            key: position_key(group),
+            value: encode_position(applied, &self.membership),
+        };
+        if M::BLOCKING {
+            let machine = self.machine.clone();
+            tokio::task::spawn_blocking(move || machine.record_position(position))
+                .await
+                .map_err(io::Error::other)?;
+        } else {
+            self.machine.record_position(position);
+        }
+        Ok(())
+    }
+
+    /// A deferred snapshot of the state now.
+    fn capture(&self) -> SnapshotData {
+        let captured = self.machine.capture();
+        SnapshotData::Deferred(Box::new(move || M::encode(captured)))
     }
 }
 
-/// Builds a snapshot of the state captured when it was created, encoding
-/// it on a blocking thread.
+/// Builds a snapshot of the state captured when it was created: makes that
+/// state durable and hands the view on, unencoded.
 pub struct SnapshotBuilder<M: GroupMachine> {
     meta: SnapshotMetaOf<TypeConfig>,
-    captured: Option<M::Captured>,
-    current: Current,
+    data: Option<SnapshotData>,
+    machine: Arc<M>,
 }
 
 impl<M: GroupMachine> RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder<M> {
-    type SnapshotData = Bytes;
+    type SnapshotData = SnapshotData;
 
-    async fn build_snapshot(&mut self) -> io::Result<SnapshotOf<TypeConfig, Bytes>> {
-        let captured = self
-            .captured
+    async fn build_snapshot(&mut self) -> io::Result<SnapshotOf<TypeConfig, SnapshotData>> {
+        let data = self
+            .data
             .take()
             .ok_or_else(|| io::Error::other("a snapshot builder builds once"))?;
-        let data = tokio::task::spawn_blocking(move || M::encode(captured))
-            .await
-            .map_err(io::Error::other)?;
-        *self.current.lock() = Some((self.meta.clone(), data.clone()));
-        Ok(SnapshotOf::<TypeConfig, Bytes> {
+        // openraft purges the log behind a snapshot once it is built: the
+        // state (and position) it covers must be on disk first.
+        self.machine.persist().await.map_err(io::Error::other)?;
+        Ok(SnapshotOf::<TypeConfig, SnapshotData> {
             meta: self.meta.clone(),
             snapshot: data,
         })
@@ -105,12 +228,10 @@ impl<M: GroupMachine> RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder<M> {
 }
 
 impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
-    type SnapshotData = Bytes;
+    type SnapshotData = SnapshotData;
     type SnapshotBuilder = SnapshotBuilder<M>;
 
-    async fn applied_state(
-        &mut self,
-    ) -> io::Result<(Option<LogId>, StoredMembershipOf<TypeConfig>)> {
+    async fn applied_state(&mut self) -> io::Result<(Option<LogId>, StoredMembership)> {
         Ok((self.applied, self.membership.clone()))
     }
 
@@ -118,11 +239,20 @@ impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
     where
         S: Stream<Item = io::Result<EntryResponder<TypeConfig>>> + Unpin + Send,
     {
+        let mut applied_any = false;
         while let Some((entry, responder)) = entries.try_next().await? {
             let reply = match entry.payload {
                 EntryPayload::Blank => Bytes::new(),
                 EntryPayload::Normal(command) => {
-                    self.machine.apply(&command.bytes).map_err(|e| {
+                    let applied = if M::BLOCKING {
+                        let machine = self.machine.clone();
+                        tokio::task::spawn_blocking(move || machine.apply(&command.bytes))
+                            .await
+                            .map_err(io::Error::other)?
+                    } else {
+                        self.machine.apply(&command.bytes)
+                    };
+                    applied.map_err(|e| {
                         io::Error::new(
                             io::ErrorKind::InvalidData,
                             format!("log entry {} cannot be applied: {e}", entry.log_id),
@@ -130,15 +260,18 @@ impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
                     })?
                 }
                 EntryPayload::Membership(membership) => {
-                    self.membership =
-                        StoredMembershipOf::<TypeConfig>::new(Some(entry.log_id), membership);
+                    self.membership = StoredMembership::new(Some(entry.log_id), membership);
                     Bytes::new()
                 }
             };
             self.applied = Some(entry.log_id);
+            applied_any = true;
             if let Some(responder) = responder {
                 responder.send(Reply(reply));
             }
+        }
+        if applied_any {
+            self.record_position().await?;
         }
         Ok(())
     }
@@ -151,33 +284,46 @@ impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
                 last_log_id: self.applied,
                 last_membership: self.membership.clone(),
             },
-            captured: Some(self.machine.capture()),
-            current: self.current.clone(),
+            data: Some(self.capture()),
+            machine: self.machine.clone(),
         }
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMetaOf<TypeConfig>,
-        snapshot: Bytes,
+        snapshot: SnapshotData,
     ) -> io::Result<()> {
+        let data = snapshot.into_bytes().await?;
         let machine = self.machine.clone();
-        let data = snapshot.clone();
         tokio::task::spawn_blocking(move || machine.restore(&data))
             .await
             .map_err(io::Error::other)?
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
-        *self.current.lock() = Some((meta.clone(), snapshot));
-        Ok(())
+        // openraft drops this node's log behind the snapshot next: the
+        // restored state must be on disk first.
+        self.record_position().await?;
+        self.machine.persist().await.map_err(io::Error::other)
     }
 
-    async fn get_current_snapshot(&mut self) -> io::Result<Option<SnapshotOf<TypeConfig, Bytes>>> {
-        Ok(self
-            .current
-            .lock()
-            .clone()
-            .map(|(meta, snapshot)| SnapshotOf::<TypeConfig, Bytes> { meta, snapshot }))
+    /// A snapshot of the state now, whatever was built before: any state
+    /// at or past the last snapshot built serves a follower (openraft
+    /// replicates from the position the sent snapshot names), and the
+    /// log is only purged behind positions already durable.
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> io::Result<Option<SnapshotOf<TypeConfig, SnapshotData>>> {
+        if self.applied.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(SnapshotOf::<TypeConfig, SnapshotData> {
+            meta: SnapshotMetaOf::<TypeConfig> {
+                last_log_id: self.applied,
+                last_membership: self.membership.clone(),
+            },
+            snapshot: self.capture(),
+        }))
     }
 }

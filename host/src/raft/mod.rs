@@ -22,10 +22,24 @@ pub(crate) mod testing;
 mod tests;
 
 pub use codec::CorruptRaftState;
-pub use group::{Group, GroupError, GroupStatus, GroupTiming};
+pub use group::{Group, GroupError, GroupStatus, GroupTiming, LogRetention};
 pub use log_store::{AppendDurability, LogReader, LogStore};
 pub use log_writer::LogWriter;
-pub use machine::{GroupMachine, SnapshotBuilder, StateMachine, encoded};
+pub use machine::{GroupMachine, Position, SnapshotBuilder, SnapshotData, StateMachine, encoded};
 pub use network::{Service, Transport, TransportError};
-pub use types::{Command, Entry, GroupId, LogId, Membership, NodeId, Reply, TypeConfig, Vote};
+pub use types::{
+    Command, Entry, GroupId, LogId, Membership, NodeId, Reply, StoredMembership, TypeConfig, Vote,
+};
 pub use wire::{RaftRequest, RaftResponse};
+
+/// The index of the applied position `group` holds in `store`, if any.
+#[cfg(test)]
+pub(crate) async fn applied_index_at_rest(
+    group: GroupId,
+    store: std::sync::Arc<dyn crate::store::KvStore>,
+) -> Option<u64> {
+    log_store::read_position(group, store)
+        .await
+        .expect("a readable position")
+        .map(|(id, _)| id.index)
+}

@@ -17,6 +17,7 @@ use openraft::raft::{
 };
 use openraft::type_config::alias::{SnapshotOf, VoteOf};
 
+use super::machine::SnapshotData;
 use super::types::{GroupId, NodeId, TypeConfig};
 use super::wire::{RaftRequest, RaftResponse};
 
@@ -140,7 +141,7 @@ impl PeerClient {
 }
 
 impl RaftNetworkV2<TypeConfig> for PeerClient {
-    type SnapshotData = Bytes;
+    type SnapshotData = SnapshotData;
 
     async fn append_entries(
         &mut self,
@@ -178,10 +179,16 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
     async fn full_snapshot(
         &mut self,
         vote: VoteOf<TypeConfig>,
-        snapshot: SnapshotOf<TypeConfig, Bytes>,
+        snapshot: SnapshotOf<TypeConfig, SnapshotData>,
         _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        // A deferred view is encoded here, on a blocking thread, only when
+        // a follower needs it.
+        let snapshot = SnapshotOf::<TypeConfig, Bytes> {
+            meta: snapshot.meta,
+            snapshot: snapshot.snapshot.into_bytes().await.map_err(unreachable)?,
+        };
         match self
             .call(RaftRequest::FullSnapshot { vote, snapshot }, &option)
             .await?

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::v2::RaftNetworkV2;
@@ -20,18 +19,21 @@ use parking_lot::Mutex;
 
 use super::log_store::{AppendDurability, LogStore};
 use super::log_writer::LogWriter;
-use super::machine::{GroupMachine, StateMachine};
+use super::machine::{GroupMachine, SnapshotData, StateMachine};
 use super::types::{GroupId, NodeId, TypeConfig};
 use crate::store::{KvStore, MemoryStore};
 
 /// Timeouts short enough for tests, and a snapshot and purge every few
-/// entries, so a node that was away catches up from a snapshot.
+/// entries, so a node that was away catches up from a snapshot. The
+/// election timeout leaves room for a test machine whose cores are busy
+/// with other tests: a leader whose heartbeats are late is not deposed
+/// mid-test.
 pub(crate) fn config() -> Arc<Config> {
     Arc::new(
         Config {
-            heartbeat_interval: 50,
-            election_timeout_min: 300,
-            election_timeout_max: 600,
+            heartbeat_interval: 100,
+            election_timeout_min: 1000,
+            election_timeout_max: 2000,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(10),
             max_in_snapshot_log_to_keep: 0,
             purge_batch_size: 1,
@@ -171,7 +173,7 @@ fn unreachable(error: impl std::error::Error + 'static) -> Unreachable<TypeConfi
 }
 
 impl<M: GroupMachine> RaftNetworkV2<TypeConfig> for Client<M> {
-    type SnapshotData = Bytes;
+    type SnapshotData = SnapshotData;
 
     async fn append_entries(
         &mut self,
@@ -209,7 +211,7 @@ impl<M: GroupMachine> RaftNetworkV2<TypeConfig> for Client<M> {
     async fn full_snapshot(
         &mut self,
         vote: VoteOf<TypeConfig>,
-        snapshot: SnapshotOf<TypeConfig, Bytes>,
+        snapshot: SnapshotOf<TypeConfig, SnapshotData>,
         _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         _: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
@@ -236,6 +238,34 @@ pub(crate) async fn start<M: GroupMachine>(
     machine: Arc<M>,
 ) -> Replica<M> {
     let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
+    let state_machine = StateMachine::new(machine.clone());
+    start_on(router, id, config, machine, state_machine, store).await
+}
+
+/// Start replica `id` of group 0 over `machine`, durable in `store` (its
+/// log and its applied position both there, as in a node), reachable
+/// through `router`. Starting it again over the same store restarts it.
+pub(crate) async fn start_durable<M: GroupMachine>(
+    router: &Router<M>,
+    id: NodeId,
+    config: &Arc<Config>,
+    machine: Arc<M>,
+    store: Arc<dyn KvStore>,
+) -> Replica<M> {
+    let state_machine = StateMachine::open(machine.clone(), GroupId::fragment(0), store.clone())
+        .await
+        .unwrap();
+    start_on(router, id, config, machine, state_machine, store).await
+}
+
+async fn start_on<M: GroupMachine>(
+    router: &Router<M>,
+    id: NodeId,
+    config: &Arc<Config>,
+    machine: Arc<M>,
+    state_machine: StateMachine<M>,
+    store: Arc<dyn KvStore>,
+) -> Replica<M> {
     let writer = LogWriter::start(store.clone()).unwrap();
     let log = LogStore::new(
         GroupId::fragment(0),
@@ -251,7 +281,7 @@ pub(crate) async fn start<M: GroupMachine>(
             from: id,
         },
         log,
-        StateMachine::new(machine.clone()),
+        state_machine,
     )
     .await
     .unwrap();
@@ -261,6 +291,36 @@ pub(crate) async fn start<M: GroupMachine>(
         machine,
         _writer: writer,
     }
+}
+
+/// Form the group with `replica` (id 1) as its only voter, and wait
+/// until it leads.
+pub(crate) async fn form_alone<M: GroupMachine>(replica: &Replica<M>) {
+    let members: BTreeMap<NodeId, BasicNode> =
+        [(1, BasicNode::new("node-1"))].into_iter().collect();
+    replica.raft.initialize(members).await.unwrap();
+    replica
+        .raft
+        .wait(Some(WAIT))
+        .current_leader(1, "the only voter to lead")
+        .await
+        .unwrap();
+}
+
+/// The index of the last entry `raft` purged from its log (0: none).
+pub(crate) fn purged_index<M: GroupMachine>(raft: &TestRaft<M>) -> u64 {
+    raft.metrics()
+        .borrow_watched()
+        .purged
+        .map_or(0, |id| id.index)
+}
+
+/// The index of the last entry `raft` applied (0: none).
+pub(crate) fn applied_index<M: GroupMachine>(raft: &TestRaft<M>) -> u64 {
+    raft.metrics()
+        .borrow_watched()
+        .last_applied
+        .map_or(0, |id| id.index)
 }
 
 /// How long a test waits for an election or convergence.

@@ -32,6 +32,8 @@ pub type LogId = openraft::type_config::alias::LogIdOf<TypeConfig>;
 pub type Vote = openraft::type_config::alias::VoteOf<TypeConfig>;
 /// A group's membership.
 pub type Membership = openraft::Membership<NodeId, openraft::BasicNode>;
+/// A membership with the log entry that holds it.
+pub type StoredMembership = openraft::type_config::alias::StoredMembershipOf<TypeConfig>;
 
 /// An application command in a log entry. The log stores and ships it as
 /// bytes; the state machine of its group encodes it when proposing and

@@ -180,6 +180,12 @@ impl KvStore for MemoryStore {
             for (key, value) in &batch.outbox {
                 families.insert((Family::ExpiryOutbox as u8, key.clone()), value.clone());
             }
+            if let Some((key, value)) = &batch.position {
+                families.insert((Family::RaftState as u8, key.clone()), value.clone());
+            }
+            for write in &batch.settled {
+                apply_write(&mut families, write);
+            }
         }
         self.writes.fetch_add(1, Ordering::SeqCst);
         self.count_fsync(sync);
@@ -217,23 +223,7 @@ impl KvStore for MemoryStore {
         }
         let mut families = self.families.lock();
         for write in writes {
-            match write {
-                FamilyWrite::Put(family, key, value) => {
-                    families.insert((*family as u8, key.clone()), value.clone());
-                }
-                FamilyWrite::Delete(family, key) => {
-                    families.remove(&(*family as u8, key.clone()));
-                }
-                FamilyWrite::DeleteRange(family, from, to) => {
-                    let doomed: Vec<FamilyKey> = families
-                        .range((*family as u8, from.clone())..(*family as u8, to.clone()))
-                        .map(|(key, _)| key.clone())
-                        .collect();
-                    for key in doomed {
-                        families.remove(&key);
-                    }
-                }
-            }
+            apply_write(&mut families, write);
         }
         self.count_fsync(sync);
         Ok(())
@@ -284,5 +274,26 @@ impl KvStore for MemoryStore {
             .range((family as u8, from.to_vec())..(family as u8, to.to_vec()))
             .next_back()
             .map(|((_, k), v)| (k.clone(), v.clone())))
+    }
+}
+
+/// Apply one write to the family entries.
+fn apply_write(families: &mut BTreeMap<FamilyKey, Vec<u8>>, write: &FamilyWrite) {
+    match write {
+        FamilyWrite::Put(family, key, value) => {
+            families.insert((*family as u8, key.clone()), value.clone());
+        }
+        FamilyWrite::Delete(family, key) => {
+            families.remove(&(*family as u8, key.clone()));
+        }
+        FamilyWrite::DeleteRange(family, from, to) => {
+            let doomed: Vec<FamilyKey> = families
+                .range((*family as u8, from.clone())..(*family as u8, to.clone()))
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in doomed {
+                families.remove(&key);
+            }
+        }
     }
 }

@@ -101,17 +101,33 @@ pub struct StoreBatch {
     /// Expiry outbox entries `(key, value)` written with the records, so an
     /// expiry tombstone and its event become durable together.
     pub outbox: Vec<(Vec<u8>, Vec<u8>)>,
+    /// A replicated fragment's applied position, a `raft_state` entry
+    /// `(key, value)` written with the records it covers, so a restart
+    /// resumes applying its log after them.
+    pub position: Option<(Vec<u8>, Vec<u8>)>,
+    /// Settled expiry events (outbox deletes and rewrites, dead letters)
+    /// of a replicated fragment, written after `outbox` in the same write,
+    /// in order.
+    pub settled: Vec<FamilyWrite>,
 }
 
 impl StoreBatch {
     /// No writes.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.removed.is_empty() && self.outbox.is_empty()
+        self.records.is_empty()
+            && self.removed.is_empty()
+            && self.outbox.is_empty()
+            && self.position.is_none()
+            && self.settled.is_empty()
     }
 
     /// Number of writes.
     pub fn len(&self) -> usize {
-        self.records.len() + self.removed.len() + self.outbox.len()
+        self.records.len()
+            + self.removed.len()
+            + self.outbox.len()
+            + self.position.iter().len()
+            + self.settled.len()
     }
 }
 

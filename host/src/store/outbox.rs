@@ -52,9 +52,14 @@ pub(crate) fn event_id(table: &TableName, key: &str, version: &Version) -> [u8; 
 /// The outbox key of sequence `seq` in `fragment`.
 pub(crate) fn outbox_key(fragment: FragmentId, seq: u64) -> Vec<u8> {
     let mut key = Vec::with_capacity(10);
-    key.extend_from_slice(&(fragment as u16).to_be_bytes());
+    key.extend_from_slice(&outbox_prefix(fragment));
     key.extend_from_slice(&seq.to_be_bytes());
     key
+}
+
+/// The prefix of every outbox key of `fragment`.
+pub(crate) fn outbox_prefix(fragment: FragmentId) -> [u8; 2] {
+    (fragment as u16).to_be_bytes()
 }
 
 /// The sequence number of an outbox key.

@@ -126,6 +126,22 @@ impl RocksStore {
         Ok(())
     }
 
+    /// Add one write to a non-record family to `batch`.
+    fn add_write(&self, batch: &mut WriteBatch, write: &FamilyWrite) -> Result<(), StoreError> {
+        match write {
+            FamilyWrite::Put(family, key, value) => {
+                batch.put_cf(self.family(family_name(*family))?, key, value)
+            }
+            FamilyWrite::Delete(family, key) => {
+                batch.delete_cf(self.family(family_name(*family))?, key)
+            }
+            FamilyWrite::DeleteRange(family, from, to) => {
+                batch.delete_range_cf(self.family(family_name(*family))?, from, to)
+            }
+        }
+        Ok(())
+    }
+
     fn family(&self, name: &str) -> Result<&rocksdb::ColumnFamily, StoreError> {
         self.db
             .cf_handle(name)
@@ -172,6 +188,7 @@ impl KvStore for RocksStore {
         }
         let records = self.family(CF_RECORDS)?;
         let outbox = self.family(CF_EXPIRY_OUTBOX)?;
+        let raft_state = self.family(CF_RAFT_STATE)?;
         let mut batch = WriteBatch::default();
         for part in batches {
             for stored in &part.records {
@@ -189,6 +206,12 @@ impl KvStore for RocksStore {
             }
             for (key, value) in &part.outbox {
                 batch.put_cf(outbox, key, value);
+            }
+            if let Some((key, value)) = &part.position {
+                batch.put_cf(raft_state, key, value);
+            }
+            for write in &part.settled {
+                self.add_write(&mut batch, write)?;
             }
         }
         let mut options = WriteOptions::default();
@@ -225,17 +248,7 @@ impl KvStore for RocksStore {
     fn write_entries(&self, writes: &[FamilyWrite], sync: bool) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
         for write in writes {
-            match write {
-                FamilyWrite::Put(family, key, value) => {
-                    batch.put_cf(self.family(family_name(*family))?, key, value)
-                }
-                FamilyWrite::Delete(family, key) => {
-                    batch.delete_cf(self.family(family_name(*family))?, key)
-                }
-                FamilyWrite::DeleteRange(family, from, to) => {
-                    batch.delete_range_cf(self.family(family_name(*family))?, from, to)
-                }
-            }
+            self.add_write(&mut batch, write)?;
         }
         let mut options = WriteOptions::default();
         options.set_sync(sync);

@@ -37,44 +37,60 @@ pub fn print_status(status: &Value) {
         );
     }
     println!(
-        "{:>8}  {:<12} {:>6} {:>6} {:>10} {:>10}  lag",
-        "fragment", "replicas", "leader", "term", "commit", "applied"
+        "{:>8}  {:<12} {:>6} {:>6} {:>10} {:>10} {:>10}  lag",
+        "fragment", "replicas", "leader", "term", "commit", "applied", "log held"
     );
     for fragment in status["fragments"].as_array().into_iter().flatten() {
-        let replicas: Vec<String> = fragment["replicas"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(Value::to_string)
-            .collect();
-        let number = |key: &str| match &fragment[key] {
-            Value::Null => "-".to_string(),
-            value => value.to_string(),
-        };
-        let lag: Vec<String> = fragment["lag"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(node, lag)| {
-                format!(
-                    "{node}:{}",
-                    if lag.is_null() {
-                        "?".into()
-                    } else {
-                        lag.to_string()
-                    }
-                )
-            })
-            .collect();
-        println!(
-            "{:>8}  {:<12} {:>6} {:>6} {:>10} {:>10}  {}",
-            fragment["fragment"],
-            replicas.join(","),
-            number("leader"),
-            number("term"),
-            number("commit_index"),
-            number("applied_index"),
-            lag.join(" ")
-        );
+        print_group(&fragment["fragment"].to_string(), fragment);
     }
+    print_group("metadata", &status["metadata"]);
+}
+
+/// One row of the table: a group's replicas, leader, term, commit and
+/// applied index, the entries this member's log holds, and the lag.
+fn print_group(name: &str, group: &Value) {
+    let replicas: Vec<String> = group["replicas"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(Value::to_string)
+        .collect();
+    let number = |key: &str| match &group[key] {
+        Value::Null => "-".to_string(),
+        value => value.to_string(),
+    };
+    let lag: Vec<String> = group["lag"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(node, lag)| {
+            format!(
+                "{node}:{}",
+                if lag.is_null() {
+                    "?".into()
+                } else {
+                    lag.to_string()
+                }
+            )
+        })
+        .collect();
+    // Entries this member's log holds: after the last purged one.
+    let held = match (
+        group["last_log_index"].as_u64(),
+        group["purged_index"].as_u64(),
+    ) {
+        (Some(last), Some(purged)) => last.saturating_sub(purged).to_string(),
+        _ => "-".to_string(),
+    };
+    println!(
+        "{:>8}  {:<12} {:>6} {:>6} {:>10} {:>10} {:>10}  {}",
+        name,
+        replicas.join(","),
+        number("leader"),
+        number("term"),
+        number("commit_index"),
+        number("applied_index"),
+        held,
+        lag.join(" ")
+    );
 }

@@ -149,6 +149,11 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub cluster_secret: Option<String>,
+    /// Cluster mode: each fragment's group snapshots after this many new
+    /// log entries and purges its log behind the snapshot, keeping a tenth
+    /// of that; 0 keeps the whole log (it grows without bound).
+    #[arg(long, requires = "node_id", default_value_t = ebb_host::raft::LogRetention::default().snapshot_every)]
+    pub raft_snapshot_every: u64,
 }
 
 fn parse_peers_arg(text: &str) -> Result<BTreeMap<u64, String>, String> {
@@ -170,6 +175,10 @@ async fn cluster_setup(
         config.replication = replication;
     }
     config.secret = args.cluster_secret.clone();
+    config.retention = ebb_host::raft::LogRetention {
+        snapshot_every: args.raft_snapshot_every,
+        keep: args.raft_snapshot_every / 10,
+    };
     let socket = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on --cluster-listen {listen}: {e}"))?;
@@ -178,7 +187,8 @@ async fn cluster_setup(
     Ok(Some((ClusterSetup { config, transport }, socket, listener)))
 }
 
-/// Install the modules in `dir` whose bytes differ from the installed version.
+/// Install the modules in `dir` whose bytes differ from the installed
+/// version (in a cluster: on every member, through the metadata group).
 async fn install_plugin_dir(node: &Node, dir: &std::path::Path) {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -202,18 +212,18 @@ async fn install_plugin_dir(node: &Node, dir: &std::path::Path) {
         let Ok(bytes) = std::fs::read(&file) else {
             continue;
         };
-        let installer = node.clone();
-        let installed =
-            tokio::task::spawn_blocking(move || installer.install_plugin(&name, &bytes)).await;
-        match installed {
-            Ok(Ok(installed)) if installed.unchanged => {}
-            Ok(Ok(installed)) => println!(
-                "plugin {} version {} installed from {}",
-                installed.version.name,
-                installed.version.info.version,
-                file.display()
-            ),
-            Ok(Err(error)) => eprintln!("warning: {}: {error}", file.display()),
+        match node.put_plugin(&name, bytes.into()).await {
+            Ok(change) if change.unchanged => {}
+            Ok(change) => {
+                if let Some(version) = change.version {
+                    println!(
+                        "plugin {} version {} installed from {}",
+                        version.name,
+                        version.info.version,
+                        file.display()
+                    );
+                }
+            }
             Err(error) => eprintln!("warning: {}: {error}", file.display()),
         }
     }
@@ -399,7 +409,14 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     // After the listening line, which stays the first line printed;
     // connections wait in the listen queue until serving starts below.
     if let Some(dir) = &args.plugin_dir {
-        install_plugin_dir(&node, dir).await;
+        if node.cluster().is_some() {
+            // Through the metadata group, which may elect its leader only
+            // once the other members are up: serving does not wait for it.
+            let (node, dir) = (node.clone(), dir.clone());
+            tokio::spawn(async move { install_plugin_dir(&node, &dir).await });
+        } else {
+            install_plugin_dir(&node, dir).await;
+        }
     }
     if args.demo {
         match load_demo(&node).await {

@@ -9,6 +9,7 @@ use super::AppState;
 use super::body::no_params;
 use super::error::ApiError;
 use ebb_host::cluster::ClusterStatus;
+use ebb_host::raft::GroupStatus;
 
 /// `GET /v1/cluster`. On a single node: `{"mode": "single"}`.
 pub async fn status(
@@ -35,27 +36,37 @@ pub fn to_json(status: &ClusterStatus) -> Value {
         .map(|f| {
             let mut fragment = json!({ "fragment": f.fragment, "replicas": f.replicas });
             if let Some(group) = &f.group {
-                let lag: serde_json::Map<String, Value> = group
-                    .lag
-                    .iter()
-                    .map(|(node, lag)| (node.to_string(), json!(lag)))
-                    .collect();
-                fragment["leader"] = json!(group.leader);
-                fragment["term"] = json!(group.term);
-                fragment["last_log_index"] = json!(group.last_log_index);
-                fragment["commit_index"] = json!(group.committed);
-                fragment["applied_index"] = json!(group.applied);
-                fragment["voters"] = json!(group.voters);
-                fragment["lag"] = Value::Object(lag);
+                add_group(&mut fragment, group);
             }
             fragment
         })
         .collect();
+    let mut metadata = json!({ "replicas": status.metadata.voters });
+    add_group(&mut metadata, &status.metadata);
     json!({
         "mode": "cluster",
         "node_id": status.node_id,
         "replication": status.replication,
         "members": members,
         "fragments": fragments,
+        "metadata": metadata,
     })
+}
+
+/// A group's state as this member sees it, added to `out`.
+fn add_group(out: &mut Value, group: &GroupStatus) {
+    let lag: serde_json::Map<String, Value> = group
+        .lag
+        .iter()
+        .map(|(node, lag)| (node.to_string(), json!(lag)))
+        .collect();
+    out["leader"] = json!(group.leader);
+    out["term"] = json!(group.term);
+    out["last_log_index"] = json!(group.last_log_index);
+    out["commit_index"] = json!(group.committed);
+    out["applied_index"] = json!(group.applied);
+    out["snapshot_index"] = json!(group.snapshot);
+    out["purged_index"] = json!(group.purged);
+    out["voters"] = json!(group.voters);
+    out["lag"] = Value::Object(lag);
 }

@@ -143,9 +143,22 @@ impl From<ClusterError> for ApiError {
                 }
                 "invalid_request" => ApiError::invalid_request(message),
                 "not_replicated_here" => ApiError::unavailable("not_replicated_here", message),
+                // A metadata command the members refused when applying it.
+                "plugin_invalid" => {
+                    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_invalid", message)
+                }
+                "not_found" => ApiError::not_found(message),
+                "conflict" => ApiError::new(StatusCode::CONFLICT, "conflict", message),
+                "not_durable" => ApiError::unavailable("not_durable", message),
+                "internal" => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),
                 _ => ApiError::unavailable("unavailable", message),
             },
-            ClusterError::Stopped { .. } => ApiError::unavailable("unavailable", message),
+            ClusterError::Stopped { .. } | ClusterError::MetaStopped { .. } => {
+                ApiError::unavailable("unavailable", message)
+            }
+            ClusterError::MetaNoQuorum { .. } => {
+                ApiError::unavailable("no_quorum", message).with("group", json!("metadata"))
+            }
         }
     }
 }

@@ -33,9 +33,16 @@ impl From<ExpiryError> for ApiError {
             ExpiryError::ShuttingDown => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
             }
-            ExpiryError::NotInCluster => {
+            ExpiryError::NotInCluster(_) => {
                 ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_in_cluster", message)
             }
+            ExpiryError::Unavailable { code, .. } => match code.as_str() {
+                "no_quorum" => ApiError::unavailable("no_quorum", message)
+                    .with("group", serde_json::json!("metadata")),
+                "not_durable" => ApiError::unavailable("not_durable", message),
+                "shutting_down" => ApiError::unavailable("shutting_down", message),
+                _ => ApiError::unavailable("unavailable", message),
+            },
         }
     }
 }
@@ -96,7 +103,7 @@ pub async fn status(
     no_params(params)?;
     let status = app.node.expiry_status(&table).await?;
     let name = status.table.to_string();
-    Ok(Json(json!({
+    let mut out = json!({
         "table": name,
         "binding": status.binding.as_ref().map(|b| binding_json(&name, b)),
         "status": {
@@ -117,7 +124,11 @@ pub async fn status(
             },
             "last_error": status.last_error,
         },
-    })))
+    });
+    if let Some(stored) = status.stored_events {
+        out["status"]["stored_events"] = json!(stored);
+    }
+    Ok(Json(out))
 }
 
 /// Query of `DELETE /v1/tables/{t}/expiry-handler`.

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::body::{no_params, path, read_limited};
 use super::error::ApiError;
+use ebb_host::PluginChange;
 use ebb_host::plugin::{PluginError, PluginVersion};
 
 impl From<PluginError> for ApiError {
@@ -22,7 +23,7 @@ impl From<PluginError> for ApiError {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_invalid", message)
             }
             PluginError::NotFound(_) => ApiError::not_found(message),
-            PluginError::Limit(_) | PluginError::InUse(_) => {
+            PluginError::Limit(_) | PluginError::InUse(_) | PluginError::Replicated => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", message)
             }
             PluginError::Store(_) => {
@@ -94,13 +95,23 @@ pub async fn put_plugin(
         "plugin max_module_bytes",
     )
     .await?;
-    let node = app.node.clone();
-    let installed = tokio::task::spawn_blocking(move || node.install_plugin(&name, &bytes))
-        .await
-        .map_err(|e| ApiError::invalid_request(format!("install task failed: {e}")))??;
-    let mut out = describe(&installed.version);
-    out["unchanged"] = json!(installed.unchanged);
+    let change = app.node.put_plugin(&name, bytes).await?;
+    let version = change
+        .version
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("an install answered no version"))?;
+    let mut out = describe(version);
+    out["unchanged"] = json!(change.unchanged);
+    add_members(&mut out, &change);
     Ok(Json(out))
+}
+
+/// In a cluster: which members applied the change, and which had not
+/// confirmed it yet.
+fn add_members(out: &mut Value, change: &PluginChange) {
+    if let Some((applied, pending)) = &change.members {
+        out["cluster"] = json!({ "applied": applied, "pending": pending });
+    }
 }
 
 /// `GET /v1/plugins`.
@@ -146,10 +157,8 @@ pub async fn delete_plugin(
 ) -> Result<Json<Value>, ApiError> {
     let name = path(target)?;
     no_params(params)?;
-    let node = app.node.clone();
-    let deleted = name.to_ascii_lowercase();
-    tokio::task::spawn_blocking(move || node.remove_plugin(&name))
-        .await
-        .map_err(|e| ApiError::invalid_request(format!("delete task failed: {e}")))??;
-    Ok(Json(json!({ "deleted": deleted })))
+    let change = app.node.delete_plugin(&name).await?;
+    let mut out = json!({ "deleted": name.to_ascii_lowercase() });
+    add_members(&mut out, &change);
+    Ok(Json(out))
 }

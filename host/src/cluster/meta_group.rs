@@ -1,0 +1,172 @@
+//! Changing the metadata from any member: a change proposed by the
+//! metadata group's leader (here or forwarded), and the wait until the
+//! members applied it. See docs/cluster.md, "The metadata group".
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::error::ClusterError;
+use super::forward::{Answer, Forward};
+use super::groups::Cluster;
+use super::meta::{MetaCommand, MetaOutcome};
+use crate::raft::NodeId;
+
+/// Longest a metadata change may take to commit and apply on the leader
+/// (compiling a module included) before it answers `no_quorum`.
+pub const META_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest a change waits for the other members to apply it before it is
+/// answered with those members listed as pending.
+pub const SPREAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause between attempts while the group has no reachable leader.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// A committed metadata change and how far it spread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaChange {
+    /// What applying it answered on the leader.
+    pub outcome: MetaOutcome,
+    /// Its entry in the metadata group's log.
+    pub index: u64,
+    /// Members that applied it (this one included, if it did).
+    pub applied: Vec<NodeId>,
+    /// Members that did not confirm within [`SPREAD_TIMEOUT`] (down, or
+    /// slow to compile); they apply it when they catch up.
+    pub pending: Vec<NodeId>,
+}
+
+impl Cluster {
+    /// Commit `command` in the metadata group (proposed here when this
+    /// member leads it, forwarded to its leader otherwise), then wait up to
+    /// [`SPREAD_TIMEOUT`] until every member applied it. Fails with
+    /// [`ClusterError::MetaNoQuorum`] when no leader commits it within
+    /// [`META_TIMEOUT`]; a command that fails when applied is not an
+    /// error here (its outcome says so).
+    pub async fn change_metadata(&self, command: MetaCommand) -> Result<MetaChange, ClusterError> {
+        let (outcome, index) = self.commit_metadata(command.encode()).await?;
+        let outcome = MetaOutcome::decode(&outcome).map_err(|e| ClusterError::MetaStopped {
+            reason: e.to_string(),
+        })?;
+        let deadline = Instant::now() + SPREAD_TIMEOUT;
+        let waits = self.config.peers.keys().map(|node| async move {
+            let applied = if *node == self.config.node_id {
+                self.meta.wait_applied(index, SPREAD_TIMEOUT).await
+            } else {
+                let wait_ms = SPREAD_TIMEOUT.as_millis() as u64;
+                matches!(
+                    self.forward(*node, &Forward::AwaitMeta { index, wait_ms }, deadline)
+                        .await,
+                    Ok(Answer::MetaApplied(true))
+                )
+            };
+            (*node, applied)
+        });
+        let (applied, pending): (Vec<_>, Vec<_>) = futures::future::join_all(waits)
+            .await
+            .into_iter()
+            .partition(|(_, applied)| *applied);
+        Ok(MetaChange {
+            outcome,
+            index,
+            applied: applied.into_iter().map(|(node, _)| node).collect(),
+            pending: pending.into_iter().map(|(node, _)| node).collect(),
+        })
+    }
+
+    /// Propose `command` through the metadata group's leader: its outcome
+    /// on the leader and its index.
+    async fn commit_metadata(&self, command: Bytes) -> Result<(Bytes, u64), ClusterError> {
+        let deadline = Instant::now() + META_TIMEOUT;
+        let mut hint: Option<NodeId> = None;
+        let mut reason = String::from("no leader known");
+        loop {
+            match hint.or_else(|| self.meta.leader()) {
+                Some(node) if node == self.config.node_id => {
+                    match self.propose_metadata_here(command.clone(), deadline).await {
+                        Ok(committed) => return Ok(committed),
+                        Err(error) => reason = error,
+                    }
+                    hint = None;
+                }
+                Some(node) => {
+                    match self
+                        .forward(node, &Forward::ProposeMeta(command.clone()), deadline)
+                        .await
+                    {
+                        Ok(Answer::MetaCommitted { outcome, index }) => {
+                            return Ok((outcome, index));
+                        }
+                        Ok(Answer::Failure {
+                            message, leader, ..
+                        }) => {
+                            hint = leader.filter(|l| *l != node);
+                            reason = message;
+                        }
+                        Ok(other) => {
+                            hint = None;
+                            reason = format!("node {node} answered {other:?}");
+                        }
+                        Err(error) => {
+                            hint = None;
+                            reason = error.to_string();
+                        }
+                    }
+                }
+                None => {}
+            }
+            if Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(ClusterError::MetaNoQuorum {
+                    waited_ms: META_TIMEOUT.as_millis() as u64,
+                    reason,
+                });
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    /// Propose on this member, which leads the metadata group (or did when
+    /// asked): the outcome and index, or why not.
+    async fn propose_metadata_here(
+        &self,
+        command: Bytes,
+        deadline: Instant,
+    ) -> Result<(Bytes, u64), String> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(remaining, self.meta.propose_at(command, false)).await {
+            Ok(Ok(committed)) => Ok(committed),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => Err("the proposal did not commit".into()),
+        }
+    }
+
+    /// Serve a metadata proposal another member forwarded: proposed if
+    /// this member leads the group, otherwise answered `not_leader` with
+    /// the leader it knows.
+    pub(super) async fn answer_propose_meta(&self, command: Bytes) -> Answer {
+        if !self.meta.is_leader() {
+            return Answer::Failure {
+                code: "not_leader".into(),
+                message: format!(
+                    "node {} does not lead the metadata group",
+                    self.config.node_id
+                ),
+                leader: self.meta.leader(),
+            };
+        }
+        let deadline = Instant::now() + META_TIMEOUT;
+        match self.propose_metadata_here(command, deadline).await {
+            Ok((outcome, index)) => Answer::MetaCommitted { outcome, index },
+            Err(reason) => Answer::failure("no_quorum", reason),
+        }
+    }
+
+    /// Whether this member applied metadata entry `index` within `wait`.
+    pub(super) async fn answer_await_meta(&self, index: u64, wait: Duration) -> Answer {
+        Answer::MetaApplied(
+            self.meta
+                .wait_applied(index, wait.min(SPREAD_TIMEOUT))
+                .await,
+        )
+    }
+}
