@@ -173,6 +173,12 @@ impl Outbox {
         self.commands.send(command).is_ok()
     }
 
+    /// Whether the dispatcher (or the channel before it starts) still
+    /// takes commands; `false` once it stopped.
+    pub(crate) fn is_open(&self) -> bool {
+        !self.commands.is_closed()
+    }
+
     pub(crate) fn take_receiver(&self) -> Option<mpsc::UnboundedReceiver<Command>> {
         self.receiver.lock().take()
     }

@@ -17,7 +17,9 @@ use crate::names::{TableName, validate_key};
 use crate::raft::{GroupMachine, Position};
 use crate::record::{Record, own_writer};
 use crate::store::outbox::{outbox_prefix, outbox_seq};
-use crate::store::{Family, FamilyWrite, FragmentId, KvStore, prefix_end};
+use crate::store::{
+    Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, PendingEvent, StoreError, prefix_end,
+};
 
 impl Applied {
     /// The answer a group gives the proposer of the command.
@@ -84,6 +86,32 @@ pub struct FragmentView {
     outbox: Option<(FragmentId, Option<Arc<dyn KvStore>>)>,
 }
 
+/// The entries of `family` (the outbox or dead letters) whose event belongs
+/// to `fragment`, in key order. The outbox is read by the fragment's key
+/// prefix; dead letters, keyed by table and event id, by decoding each.
+fn expiry_entries(
+    store: &dyn KvStore,
+    family: Family,
+    fragment: FragmentId,
+) -> Result<Vec<FamilyEntry>, StoreError> {
+    let mut entries = Vec::new();
+    let fragment_prefix = outbox_prefix(fragment);
+    let prefix: &[u8] = if family == Family::ExpiryOutbox {
+        &fragment_prefix
+    } else {
+        &[]
+    };
+    store.scan_family(family, prefix, &mut |key, value| {
+        if family == Family::ExpiryOutbox
+            || PendingEvent::decode(key, value)?.stored.fragment == fragment
+        {
+            entries.push((key.to_vec(), value.to_vec()));
+        }
+        Ok(())
+    })?;
+    Ok(entries)
+}
+
 impl GroupMachine for FragmentState {
     fn apply(&self, command: &[u8]) -> Result<Bytes, String> {
         let command = Command::decode(command).map_err(|e| e.to_string())?;
@@ -115,25 +143,22 @@ impl GroupMachine for FragmentState {
     /// records were captured; see [`FragmentView`] for why that is sound. Fails
     /// only when the store is closed or cannot be read.
     fn encode(captured: Self::Captured) -> Result<Bytes, String> {
-        let outbox = match captured.outbox {
-            None => Vec::new(),
+        let (outbox, dead_letters) = match captured.outbox {
+            None => (Vec::new(), Vec::new()),
             Some((_, None)) => return Err("the store is closed".into()),
             Some((fragment, Some(store))) => {
-                let mut entries = Vec::new();
-                store
-                    .scan_family(
-                        Family::ExpiryOutbox,
-                        &outbox_prefix(fragment),
-                        &mut |k, v| {
-                            entries.push(pb::SnapshotEvent {
-                                key: k.to_vec().into(),
-                                value: v.to_vec().into(),
-                            });
-                            Ok(())
-                        },
-                    )
+                let event = |(key, value): (Vec<u8>, Vec<u8>)| pb::SnapshotEvent {
+                    key: key.into(),
+                    value: value.into(),
+                };
+                let outbox = expiry_entries(&*store, Family::ExpiryOutbox, fragment)
                     .map_err(|e| e.to_string())?;
-                entries
+                let dead = expiry_entries(&*store, Family::DeadLetters, fragment)
+                    .map_err(|e| e.to_string())?;
+                (
+                    outbox.into_iter().map(event).collect(),
+                    dead.into_iter().map(event).collect(),
+                )
             }
         };
         let mut tables: Vec<pb::SnapshotTable> = captured
@@ -152,7 +177,13 @@ impl GroupMachine for FragmentState {
             .filter(|table| !table.records.is_empty())
             .collect();
         tables.sort_by(|a, b| a.table.cmp(&b.table));
-        Ok(pb::Snapshot { tables, outbox }.encode_to_vec().into())
+        Ok(pb::Snapshot {
+            tables,
+            outbox,
+            dead_letters,
+        }
+        .encode_to_vec()
+        .into())
     }
 
     fn restore(&self, snapshot: &[u8]) -> Result<(), String> {
@@ -191,9 +222,28 @@ impl GroupMachine for FragmentState {
                 event.value.to_vec(),
             ));
         }
+        // The dead letters: the fragment's own in the store go, the
+        // snapshot's come.
+        if let Some(Some(store)) = self.outbox_store() {
+            let stale = expiry_entries(&*store, Family::DeadLetters, self.id())
+                .map_err(|e| e.to_string())?;
+            outbox.extend(
+                stale
+                    .into_iter()
+                    .map(|(key, _)| FamilyWrite::Delete(Family::DeadLetters, key)),
+            );
+        }
+        for dead in snapshot.dead_letters {
+            outbox.push(FamilyWrite::Put(
+                Family::DeadLetters,
+                dead.key.to_vec(),
+                dead.value.to_vec(),
+            ));
+        }
         self.replace_all(loaded);
-        // After the records' writes, in the buffer's order: the outbox is
-        // exactly the snapshot's (the events buffered before it included).
+        // After the records' writes, in the buffer's order: the outbox and
+        // dead letters are exactly the snapshot's (the events buffered
+        // before it included).
         if self.outbox_store().is_some() {
             self.persistence().enqueue_settled(outbox);
         }
@@ -490,6 +540,7 @@ mod tests {
                 }],
             }],
             outbox: Vec::new(),
+            dead_letters: Vec::new(),
         }
         .encode_to_vec();
         assert!(state.restore(&bad_key).is_err());

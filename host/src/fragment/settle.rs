@@ -129,14 +129,33 @@ mod tests {
     }
 
     fn outbox_keys(store: &MemoryStore) -> Vec<Vec<u8>> {
+        keys_of(store, Family::ExpiryOutbox)
+    }
+
+    fn keys_of(store: &MemoryStore, family: Family) -> Vec<Vec<u8>> {
         let mut keys = Vec::new();
         store
-            .scan_family(Family::ExpiryOutbox, &[], &mut |key, _| {
+            .scan_family(family, &[], &mut |key, _| {
                 keys.push(key.to_vec());
                 Ok(())
             })
             .unwrap();
         keys
+    }
+
+    /// A dead letter of fragment `fragment` for `key`: its store key and
+    /// entry.
+    fn dead_letter(fragment: u32, key: &str) -> FamilyWrite {
+        let table = TableName::new("t").unwrap();
+        let clock = HybridClock::new(Arc::from("w"), 0, 0);
+        let record = Record::live(clock.tick_at(5), Bytes::from("v"), Some(6));
+        let event = PendingEvent::new(fragment, 1, &table, key, &record, 7);
+        let id = event.event().id.clone();
+        FamilyWrite::Put(
+            Family::DeadLetters,
+            crate::store::outbox::dead_letter_key(&table, &id),
+            event.encode(),
+        )
     }
 
     /// Three records due at 1 000, converted with events 1 to 3.
@@ -201,18 +220,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_snapshot_carries_the_fragment_s_outbox_and_a_restore_replaces_the_target_s() {
+    async fn a_snapshot_carries_the_fragment_s_outbox_and_dead_letters_and_a_restore_replaces_the_target_s()
+     {
         let (source, source_store) =
             FragmentState::for_tests(0, Arc::new(BindsAll::default()), "n");
         let shared: Arc<dyn KvStore> = source_store.clone();
         source.snapshot_outbox_from(&shared);
         converted(&source);
+        source_store
+            .write_entries(&[dead_letter(0, "kept-dead")], false)
+            .unwrap();
         source.persistence().flush_all().await.unwrap();
         let (target, target_store) =
             FragmentState::for_tests(0, Arc::new(BindsAll::default()), "n");
         let target_shared: Arc<dyn KvStore> = target_store.clone();
         target.snapshot_outbox_from(&target_shared);
-        // The target holds an event of its own the source does not.
+        // The target holds an event and a dead letter of its own the
+        // source does not, and a dead letter of another fragment.
+        target_store
+            .write_entries(
+                &[
+                    dead_letter(0, "stale-dead"),
+                    dead_letter(1, "other-fragment"),
+                ],
+                false,
+            )
+            .unwrap();
         target
             .apply(
                 &Command::Settle(SettleCommand {
@@ -229,6 +262,20 @@ mod tests {
         target.persistence().flush_all().await.unwrap();
         assert_eq!(outbox_keys(&target_store), outbox_keys(&source_store));
         assert_eq!(outbox_keys(&target_store).len(), 3);
+        let (dead_here, dead_other) = match (
+            dead_letter(0, "kept-dead"),
+            dead_letter(1, "other-fragment"),
+        ) {
+            (FamilyWrite::Put(_, here, _), FamilyWrite::Put(_, other, _)) => (here, other),
+            _ => unreachable!("dead letters are puts"),
+        };
+        let mut expected = vec![dead_here, dead_other];
+        expected.sort();
+        assert_eq!(
+            keys_of(&target_store, Family::DeadLetters),
+            expected,
+            "the fragment's dead letters are the source's; another fragment's stay"
+        );
         assert_eq!(
             encoded(&target).unwrap(),
             encoded(&source).unwrap(),

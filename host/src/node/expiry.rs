@@ -507,7 +507,8 @@ async fn follow_leadership(
     let mut led: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
     loop {
         tokio::time::sleep(LEADERSHIP_POLL).await;
-        let Some(cluster) = cluster.upgrade() else {
+        // The dispatcher stopped (shutdown): nothing left to tell.
+        let (true, Some(cluster)) = (outbox.is_open(), cluster.upgrade()) else {
             return;
         };
         let now: std::collections::BTreeSet<u32> = cluster.led_fragments().into_iter().collect();
@@ -524,8 +525,8 @@ async fn follow_leadership(
             let (cluster, outbox, store) = (cluster.clone(), outbox.clone(), store.clone());
             tokio::spawn(async move {
                 // Retry until caught up, unless leadership moves on (the
-                // next poll then forgets the fragment).
-                while cluster.led_fragments().contains(&fragment) {
+                // next poll then forgets the fragment) or the node stops.
+                while outbox.is_open() && cluster.led_fragments().contains(&fragment) {
                     if cluster.caught_up_as_leader(fragment).await {
                         let Some(store) = store.upgrade() else {
                             return; // The node closed its store.

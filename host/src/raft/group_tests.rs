@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use super::machine::GroupMachine;
 use super::testing::{
-    Replica, Router, TestRaft, cluster, eventually, last_log_index, leader_other_than, purge_past,
+    Replica, Router, WAIT, cluster, eventually, last_log_index, leader_other_than, purge_past,
 };
 use super::types::{Command, NodeId};
 
@@ -52,13 +52,28 @@ impl GroupMachine for Kv {
     }
 }
 
-async fn write(raft: &TestRaft<Kv>, key: usize) {
-    raft.client_write(Command::new(
-        Bytes::from(format!("k{key:03}=v{key}")),
-        false,
-    ))
-    .await
-    .unwrap();
+/// Write `key` through the leader among the replicas other than `not`,
+/// the one leading when the write is made: on a busy machine leadership
+/// may move between two writes, which is not what the test is about.
+async fn write(replicas: &BTreeMap<NodeId, Replica<Kv>>, not: Option<NodeId>, key: usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let leader = leader_other_than(replicas, not).await;
+        let written = replicas[&leader]
+            .raft
+            .client_write(Command::new(
+                Bytes::from(format!("k{key:03}=v{key}")),
+                false,
+            ))
+            .await;
+        match written {
+            Ok(_) => return,
+            Err(error) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(%error, "the leader changed under a write; writing again");
+            }
+            Err(error) => panic!("k{key:03} not written in {WAIT:?}: {error}"),
+        }
+    }
 }
 
 async fn converged(replicas: &BTreeMap<NodeId, Replica<Kv>>, keys: usize) {
@@ -80,7 +95,7 @@ async fn replicas_agree_replace_a_cut_off_leader_and_catch_up_from_a_snapshot() 
 
     let first = leader_other_than(&replicas, None).await;
     for key in 0..40 {
-        write(&replicas[&first].raft, key).await;
+        write(&replicas, None, key).await;
     }
     converged(&replicas, 40).await;
 
@@ -88,7 +103,7 @@ async fn replicas_agree_replace_a_cut_off_leader_and_catch_up_from_a_snapshot() 
     router.cut.lock().insert(first);
     let second = leader_other_than(&replicas, Some(first)).await;
     for key in 40..80 {
-        write(&replicas[&second].raft, key).await;
+        write(&replicas, Some(first), key).await;
     }
     // Alone, the old leader commits nothing.
     let lonely = tokio::time::timeout(
@@ -107,6 +122,7 @@ async fn replicas_agree_replace_a_cut_off_leader_and_catch_up_from_a_snapshot() 
     // The leader snapshots and purges the log the cut-off node lacks, so
     // the only way back for it is the snapshot.
     let behind = last_log_index(&replicas[&first].raft);
+    let second = leader_other_than(&replicas, Some(first)).await;
     purge_past(&replicas[&second].raft, behind).await;
 
     // Back in: it catches up from the snapshot and drops what it wrote
