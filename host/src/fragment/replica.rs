@@ -73,12 +73,14 @@ impl Applied {
 /// A fragment's state as a snapshot captures it.
 ///
 /// The records are the partitions' views between two applies; the outbox
-/// is read from the store when the snapshot is encoded, later. That is
-/// sound because every outbox change is keyed by its event's sequence
-/// number and idempotent: a replica restoring the snapshot then applies
-/// every entry after its position, and re-adding an event already there,
-/// or deleting one already gone, changes nothing, while events the
-/// snapshot missed are re-added by their conversions.
+/// is read from the store when the snapshot is encoded, later (the group
+/// flushed the write buffer before capturing, so the store holds every
+/// event the view covers, unless settled since). That is sound because
+/// every outbox change is keyed by its event's sequence number and
+/// idempotent: a replica restoring the snapshot then applies every entry
+/// after its position, and re-adding an event already there, or deleting
+/// one already gone, changes nothing, while events converted after the
+/// view are re-added by their conversions.
 pub struct FragmentView {
     partitions: Vec<(TableName, PartitionSnapshot)>,
     /// The fragment and its store (`None` inside: closed), for a

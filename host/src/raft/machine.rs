@@ -311,12 +311,18 @@ impl<M: GroupMachine> RaftStateMachine<TypeConfig> for StateMachine<M> {
     /// A snapshot of the state now, whatever was built before: any state
     /// at or past the last snapshot built serves a follower (openraft
     /// replicates from the position the sent snapshot names), and the
-    /// log is only purged behind positions already durable.
+    /// log is only purged behind positions already durable. A durable
+    /// machine first makes what it applied durable, so whatever the
+    /// encoding reads from the store (a fragment's outbox) holds every
+    /// change the captured view covers.
     async fn get_current_snapshot(
         &mut self,
     ) -> io::Result<Option<SnapshotOf<TypeConfig, SnapshotData>>> {
         if self.applied.is_none() {
             return Ok(None);
+        }
+        if self.durable.is_some() {
+            self.machine.persist().await.map_err(io::Error::other)?;
         }
         Ok(Some(SnapshotOf::<TypeConfig, SnapshotData> {
             meta: SnapshotMetaOf::<TypeConfig> {
