@@ -1,11 +1,9 @@
 //! Expiry handlers in a cluster, on the cluster's side: which fragments
 //! this member leads (only their leader delivers a fragment's events), and
 //! settling a delivered batch through the fragment's group, so every
-//! replica removes the same events from its outbox.
-
-use std::sync::Arc;
-
-use futures::future::BoxFuture;
+//! replica removes the same events from its outbox. The node plugs these
+//! into its dispatcher (`node/expiry.rs`), so this layer names no expiry
+//! type.
 
 use super::groups::Cluster;
 use crate::fragment::command::Command;
@@ -61,20 +59,5 @@ impl Cluster {
                 timeout.as_millis()
             )),
         }
-    }
-}
-
-/// The expiry dispatcher's settler on a cluster member.
-pub(crate) struct ClusterSettler(pub(crate) Arc<Cluster>);
-
-impl crate::expiry::settle::Settler for ClusterSettler {
-    fn settle(
-        &self,
-        fragment: FragmentId,
-        writes: Vec<FamilyWrite>,
-        _sync: bool,
-    ) -> BoxFuture<'static, Result<(), String>> {
-        let cluster = self.0.clone();
-        Box::pin(async move { cluster.settle(fragment, writes).await })
     }
 }

@@ -559,9 +559,15 @@ impl Cluster {
         request: &Forward,
         deadline: Instant,
     ) -> Result<Answer, TransportError> {
-        let timeout = deadline
-            .saturating_duration_since(Instant::now())
-            .min(FORWARD_TIMEOUT);
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        // A client request gives up on one member after FORWARD_TIMEOUT to
+        // try another; a metadata request waits for the leader's work
+        // (compiling a module on apply), bounded by its own deadline:
+        // giving up early would propose the same change again.
+        let timeout = match request {
+            Forward::ProposeMeta(_) | Forward::AwaitMeta { .. } => remaining,
+            _ => remaining.min(FORWARD_TIMEOUT),
+        };
         let answer = self
             .transport
             .call(to, Service::Forward, request.encode(), timeout)

@@ -16,7 +16,6 @@ mod placement;
 pub use config::{
     ClusterConfig, ClusterConfigError, DEFAULT_QUORUM_TIMEOUT, DEFAULT_REPLICATION, parse_peers,
 };
-pub(crate) use expiry::ClusterSettler;
 pub use forward::MalformedForward;
 pub(crate) use groups::WriteFailure;
 pub use groups::{Cluster, ClusterError, ClusterStatus, FragmentStatus, MemberStatus};

@@ -7,6 +7,7 @@ pub(crate) mod boot;
 pub mod config;
 pub(crate) mod error;
 mod expiry;
+mod expiry_cluster;
 pub(crate) mod gate;
 mod inner;
 pub mod memory;
