@@ -1,13 +1,17 @@
 //! Requests one member forwards to another (a write to its fragment's
-//! leader, a read index, a ping, a metadata change and the wait for it)
-//! and their answers, to and from `ebb.cluster.v1`.
+//! leader, a read index, a ping, a metadata change and the wait for it, a
+//! page of a fragment held elsewhere) and their answers, to and from
+//! `ebb.cluster.v1`; and [`PageServer`], the executor that answers pages.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use ebb_proto::Message;
 use ebb_proto::cluster::v1 as pb;
+use ebb_proto::query::v1 as query;
+use futures::future::BoxFuture;
 
+use super::error::ClusterError;
 use crate::fragment::command::{version_message, version_of};
 use crate::fragment::state::Mutation;
 use crate::names::{TableName, validate_key};
@@ -59,6 +63,10 @@ pub(crate) enum Forward {
         /// The key.
         key: Arc<str>,
     },
+    /// A page of a fragment the asking member holds no replica of: opening
+    /// a scan for the fragment's leader, or continuing one on the member
+    /// that pinned it.
+    Page(Box<query::PageRequest>),
 }
 
 /// A member's answer.
@@ -91,6 +99,8 @@ pub(crate) enum Answer {
         /// Its deadline, if any.
         expires_at_ms: Option<u64>,
     },
+    /// A page (or the failure of a query's page, in its `error`).
+    Page(Box<query::PageResponse>),
     /// The member could not serve the request.
     Failure {
         /// An error code of the HTTP contract, or `not_leader`.
@@ -100,6 +110,18 @@ pub(crate) enum Answer {
         /// The leader as the member knows it, for `not_leader`.
         leader: Option<NodeId>,
     },
+}
+
+/// A member's executor, serving the pages other members ask of it.
+pub trait PageServer: Send + Sync {
+    /// Open a scan (`request.scan` 0: this member leads the fragment and
+    /// confirmed it) or run the next page of one it pinned. Query failures
+    /// travel in the response's `error`; `Err` is for the member itself
+    /// (it is shutting down).
+    fn serve(
+        &self,
+        request: query::PageRequest,
+    ) -> BoxFuture<'_, Result<query::PageResponse, ClusterError>>;
 }
 
 /// Bytes that are not a forwarded request or answer.
@@ -167,6 +189,7 @@ impl Forward {
                 table: table.as_str().to_string(),
                 key: key.to_string(),
             }),
+            Forward::Page(page) => pb::forward_request::Request::Page((**page).clone()),
         };
         pb::ForwardRequest {
             request: Some(request),
@@ -221,6 +244,7 @@ impl Forward {
                         key: Arc::from(get.key),
                     }
                 }
+                pb::forward_request::Request::Page(page) => Forward::Page(Box::new(page)),
             },
         )
     }
@@ -236,44 +260,41 @@ impl Answer {
         }
     }
 
-    /// The `ebb.cluster.v1.ForwardResponse` bytes.
-    pub(crate) fn encode(&self) -> Bytes {
+    /// The `ebb.cluster.v1.ForwardResponse` bytes (consuming the answer: a
+    /// page's rows move into the message rather than being copied).
+    pub(crate) fn encode(self) -> Bytes {
         let response = match self {
             Answer::Written(version) => {
-                pb::forward_response::Response::Written(version_message(version))
+                pb::forward_response::Response::Written(version_message(&version))
             }
             Answer::Found {
                 value,
                 version,
                 expires_at_ms,
             } => pb::forward_response::Response::Found(pb::Found {
-                value: value.clone(),
-                version: Some(version_message(version)),
-                expires_at_ms: *expires_at_ms,
+                value,
+                version: Some(version_message(&version)),
+                expires_at_ms,
             }),
             Answer::NotFound => pb::forward_response::Response::NotFound(pb::NotFound {}),
             Answer::ReadIndex(index) => {
-                pb::forward_response::Response::ReadIndex(pb::ReadIndexAnswer { index: *index })
+                pb::forward_response::Response::ReadIndex(pb::ReadIndexAnswer { index })
             }
-            Answer::Pong(node_id) => {
-                pb::forward_response::Response::Pong(pb::Pong { node_id: *node_id })
-            }
+            Answer::Pong(node_id) => pb::forward_response::Response::Pong(pb::Pong { node_id }),
             Answer::MetaCommitted { outcome, index } => {
-                pb::forward_response::Response::MetaCommitted(pb::MetaCommitted {
-                    outcome: outcome.clone(),
-                    index: *index,
-                })
+                pb::forward_response::Response::MetaCommitted(pb::MetaCommitted { outcome, index })
             }
             Answer::MetaApplied(applied) => {
-                pb::forward_response::Response::MetaApplied(pb::MetaApplied { applied: *applied })
+                pb::forward_response::Response::MetaApplied(pb::MetaApplied { applied })
             }
+            Answer::Page(page) => pb::forward_response::Response::Page(*page),
             Answer::Failure {
                 code,
                 message,
                 leader,
             } => pb::forward_response::Response::Failure(pb::Failure {
-                code: code.clone(),
-                message: message.clone(),
+                code,
+                message,
                 leader: leader.unwrap_or(0),
             }),
         };
@@ -311,6 +332,7 @@ impl Answer {
                 pb::forward_response::Response::MetaApplied(applied) => {
                     Answer::MetaApplied(applied.applied)
                 }
+                pb::forward_response::Response::Page(page) => Answer::Page(Box::new(page)),
                 pb::forward_response::Response::Failure(failure) => Answer::Failure {
                     code: failure.code,
                     message: failure.message,
@@ -357,6 +379,15 @@ mod tests {
                 index: 12,
                 wait_ms: 500,
             },
+            Forward::Page(Box::new(query::PageRequest {
+                sql: "SELECT key FROM t".into(),
+                table: "t".into(),
+                fragment: 3,
+                snapshot_ms: 77,
+                scan: 9,
+                resume_after: Some("k".into()),
+                ..Default::default()
+            })),
         ];
         for request in requests {
             assert_eq!(Forward::decode(&request.encode()).unwrap(), request);
@@ -390,9 +421,16 @@ mod tests {
                 index: 9,
             },
             Answer::MetaApplied(true),
+            Answer::Page(Box::new(query::PageResponse {
+                row_keys: vec!["a".into()],
+                scan: 4,
+                visible: 12,
+                done: true,
+                ..Default::default()
+            })),
         ];
         for answer in answers {
-            assert_eq!(Answer::decode(&answer.encode()).unwrap(), answer);
+            assert_eq!(Answer::decode(&answer.clone().encode()).unwrap(), answer);
         }
     }
 

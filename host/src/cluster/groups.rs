@@ -3,7 +3,7 @@
 //! here when this node leads, forwarded otherwise), within a bounded time.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::config::ClusterConfig;
 pub use super::error::ClusterError;
-use super::forward::{Answer, Forward};
+use super::forward::{Answer, Forward, PageServer};
 use super::meta::{self, MetaMachine, Metadata};
 
 use crate::clock::now_ms;
@@ -24,14 +24,13 @@ use crate::raft::{
     AppendDurability, Group, GroupError, GroupId, GroupStatus, GroupTiming, LogStore, LogWriter,
     NodeId, RaftRequest, RaftResponse, Service, StateMachine, Transport, TransportError,
 };
-use crate::record::Version;
 use crate::store::{FragmentId, KvStore};
 use crate::write::Durability;
 
 /// How long one forwarded request may take on the wire.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause between attempts while a fragment has no reachable leader.
-const RETRY_PAUSE: Duration = Duration::from_millis(25);
+pub(super) const RETRY_PAUSE: Duration = Duration::from_millis(25);
 /// Most attempts at a put that a newer record superseded while it was in
 /// flight (each with a fresh version).
 const SUPERSEDED_RETRIES: usize = 3;
@@ -45,12 +44,14 @@ pub(super) struct Replica {
 /// The groups of this node and the way to other members.
 pub struct Cluster {
     pub(super) config: ClusterConfig,
-    placement: Vec<Vec<NodeId>>,
+    pub(super) placement: Vec<Vec<NodeId>>,
     pub(super) replicas: BTreeMap<FragmentId, Replica>,
     /// The metadata group, on every member.
     pub(super) meta: Group<MetaMachine>,
     transport: Arc<dyn Transport>,
     writer: LogWriter,
+    /// The executor serving other members' pages, once the node is built.
+    pub(super) pages: OnceLock<Arc<dyn PageServer>>,
 }
 
 /// One member as this node sees it.
@@ -144,6 +145,7 @@ impl Cluster {
             meta,
             transport,
             writer,
+            pages: OnceLock::new(),
         })
     }
 
@@ -253,56 +255,6 @@ impl Cluster {
         }
     }
 
-    /// A linearizable read of `key` of a fragment this node holds no
-    /// replica of: asked of the fragment's leader (found through its
-    /// replicas' `not_leader` answers). `None`: nothing visible.
-    pub(crate) async fn get_remote(
-        &self,
-        fragment: FragmentId,
-        table: &TableName,
-        key: &Arc<str>,
-    ) -> Result<Option<(Bytes, Version, Option<u64>)>, ClusterError> {
-        let deadline = Instant::now() + self.config.quorum_timeout;
-        let request = Forward::Get {
-            fragment,
-            table: table.clone(),
-            key: key.clone(),
-        };
-        let mut target = self.placement[fragment as usize].first().copied();
-        let mut reason = String::from("no replica answered");
-        while let Some(node) = target {
-            match self.forward(node, &request, deadline).await {
-                Ok(Answer::Found {
-                    value,
-                    version,
-                    expires_at_ms,
-                }) => return Ok(Some((value, version, expires_at_ms))),
-                Ok(Answer::NotFound) => return Ok(None),
-                Ok(Answer::Failure {
-                    message, leader, ..
-                }) => {
-                    target = leader
-                        .filter(|l| *l != node)
-                        .or(self.next_replica(fragment, node));
-                    reason = message;
-                }
-                Ok(other) => {
-                    target = self.next_replica(fragment, node);
-                    reason = format!("node {node} answered {other:?}");
-                }
-                Err(error) => {
-                    target = self.next_replica(fragment, node);
-                    reason = error.to_string();
-                }
-            }
-            if Instant::now() + RETRY_PAUSE >= deadline {
-                break;
-            }
-            tokio::time::sleep(RETRY_PAUSE).await;
-        }
-        Err(self.no_quorum(fragment, reason))
-    }
-
     /// Whether this node holds a replica of `fragment`.
     pub(crate) fn holds(&self, fragment: FragmentId) -> bool {
         self.replicas.contains_key(&fragment)
@@ -317,7 +269,7 @@ impl Cluster {
             return Err(ClusterError::Refused {
                 code: "not_replicated_here".into(),
                 message: format!(
-                    "fragment {fragment} has no replica on node {}; SQL over fragments held elsewhere is not served yet (ask a member that holds every fragment, or use --replication equal to the member count)",
+                    "fragment {fragment} has no replica on node {} to read (its reads go to the fragment's leader)",
                     self.config.node_id
                 ),
             });
@@ -400,6 +352,11 @@ impl Cluster {
                     .answer_await_meta(*index, Duration::from_millis(*wait_ms))
                     .await;
             }
+            // A continuation runs where its scan is pinned, leader or not.
+            Forward::Page(page) if page.scan != 0 => {
+                return self.answer_page((**page).clone()).await;
+            }
+            Forward::Page(page) => page.fragment,
             Forward::Write { fragment, .. }
             | Forward::ReadIndex { fragment }
             | Forward::Get { fragment, .. } => *fragment,
@@ -466,6 +423,7 @@ impl Cluster {
                     Err(_) => Answer::failure("no_quorum", "the leader could not confirm a quorum"),
                 }
             }
+            Forward::Page(page) => self.answer_open(replica, *page).await,
             Forward::Ping | Forward::ProposeMeta(_) | Forward::AwaitMeta { .. } => {
                 unreachable!("answered above")
             }
@@ -566,6 +524,9 @@ impl Cluster {
         // giving up early would propose the same change again.
         let timeout = match request {
             Forward::ProposeMeta(_) | Forward::AwaitMeta { .. } => remaining,
+            // A page is bounded by its query's deadline (a page of plugin
+            // calls may run longer than a write).
+            Forward::Page(_) => remaining,
             _ => remaining.min(FORWARD_TIMEOUT),
         };
         let answer = self
@@ -580,13 +541,13 @@ impl Cluster {
 
     /// The replica of `fragment` after `node` in placement order (wrapping),
     /// to try when `node` does not answer.
-    fn next_replica(&self, fragment: FragmentId, node: NodeId) -> Option<NodeId> {
+    pub(super) fn next_replica(&self, fragment: FragmentId, node: NodeId) -> Option<NodeId> {
         let replicas = &self.placement[fragment as usize];
         let at = replicas.iter().position(|id| *id == node)?;
         Some(replicas[(at + 1) % replicas.len()])
     }
 
-    fn no_quorum(&self, fragment: FragmentId, reason: String) -> ClusterError {
+    pub(super) fn no_quorum(&self, fragment: FragmentId, reason: String) -> ClusterError {
         ClusterError::NoQuorum {
             fragment,
             waited_ms: self.config.quorum_timeout.as_millis() as u64,
@@ -703,7 +664,7 @@ fn group_failure(fragment: FragmentId, error: GroupError) -> ClusterError {
     }
 }
 
-fn failure_of(error: &ClusterError) -> Answer {
+pub(super) fn failure_of(error: &ClusterError) -> Answer {
     let code = match error {
         ClusterError::NoQuorum { .. } | ClusterError::MetaNoQuorum { .. } => "no_quorum",
         ClusterError::Interrupted { .. } => "interrupted",

@@ -1,7 +1,8 @@
 //! The cluster's own logic, apart from consensus: its settings, where each
 //! fragment's replicas live, the requests members forward to each other,
 //! the node's groups with the routing of requests to their leaders, and
-//! the metadata group (plugins) on every member.
+//! the metadata group (plugins) on every member, and reads of fragments
+//! held elsewhere.
 //! See docs/cluster.md.
 
 mod config;
@@ -12,11 +13,12 @@ mod groups;
 mod meta;
 mod meta_group;
 mod placement;
+mod remote;
 
 pub use config::{
     ClusterConfig, ClusterConfigError, DEFAULT_QUORUM_TIMEOUT, DEFAULT_REPLICATION, parse_peers,
 };
-pub use forward::MalformedForward;
+pub use forward::{MalformedForward, PageServer};
 pub(crate) use groups::WriteFailure;
 pub use groups::{Cluster, ClusterError, ClusterStatus, FragmentStatus, MemberStatus};
 pub use meta::{MetaCommand, MetaOutcome, Metadata};

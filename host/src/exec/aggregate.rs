@@ -46,10 +46,7 @@ pub(crate) async fn aggregate_rows(
     let mut groups: Groups = HashMap::new();
     if plan.strategy == Strategy::CountFromPartitions {
         // COUNT(*) of a whole table: partitions know their visible counts.
-        let total: usize = scans
-            .iter()
-            .filter_map(|s| s.snapshot.as_ref().map(|s| s.visible))
-            .sum();
+        let total: usize = scans.iter().map(|s| s.visible).sum();
         let state = vec![Value::Int(total as i64)];
         groups.insert(Vec::new(), vec![state; aggregates.len()]);
         for scan in scans.iter_mut() {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::QueryBudgets;
+use crate::cluster::Cluster;
 use crate::fragment::Fragment;
 use crate::native::NativeFunctions;
 use crate::plugin::PluginRegistry;
@@ -27,6 +28,8 @@ pub(crate) struct ExecContext<'a> {
     /// Every fragment, by id: their partitions' snapshots, and the
     /// background pools that admit pages.
     pub fragments: &'a [Fragment],
+    /// In a cluster: the partitions other members hold are read through it.
+    pub cluster: Option<&'a Cluster>,
 }
 
 impl ExecContext<'_> {

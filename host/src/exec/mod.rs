@@ -8,6 +8,8 @@
 //!
 //! - `request`: the entry points (`execute`, `stream`): open the cursor,
 //!   plan, check the plugin versions a continuation recorded, run.
+//! - `serve`: the entry point of other members' pages (in a cluster):
+//!   scans pinned on open, pages run like local ones.
 //! - `versions`: the plugin versions a plan calls, recorded in cursors and
 //!   checked on continuations.
 //! - `physical`: the physical plan, built once by a pure function from the
@@ -17,6 +19,8 @@
 //! - `schedule`: pages on the query threads, budgets of time, records and
 //!   held bytes.
 //! - `scan`: per-partition scan state, opened from snapshots and cursors.
+//! - `remote`: partitions held on other members (pinned scans opened on
+//!   their leaders, their pages) and the page protocol's codec.
 //! - `sink`: where result rows go (a response page or a stream).
 //! - `page`: one page of one partition (filter, project, partial states).
 //! - `merge_order`, `cursor`, `context`, `error`, `prefetch`: leaves.
@@ -30,9 +34,11 @@ mod merge_order;
 mod page;
 mod physical;
 mod prefetch;
+mod remote;
 mod request;
 mod scan;
 mod schedule;
+mod serve;
 mod sink;
 mod sort;
 mod versions;
@@ -45,6 +51,8 @@ pub(crate) use context::ExecContext;
 pub use cursor::InvalidCursor;
 pub use error::QueryError;
 pub(crate) use request::{execute, stream};
+pub(crate) use serve::serve_page;
+pub use serve::{MAX_PINNED, PINNED_IDLE, PinnedScans};
 
 /// How a continuation treats partitions that changed since the first page.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -12,6 +12,7 @@ use super::context::ExecContext;
 use super::cursor::{self, InvalidCursor, Sealer};
 use super::error::QueryError;
 use super::physical::{self, Continuing, Paging, PhysicalPlan, Routing, Strategy};
+use super::remote::OpenRequest;
 use super::scan::{self, Scan};
 use super::schedule::{Schedule, value_bytes};
 use super::sink::Sink;
@@ -187,6 +188,7 @@ impl<'a> Query<'a> {
         let snapshot_ms = now_ms();
         let mut schedule = Schedule::new(
             ctx.fragments,
+            ctx.cluster,
             ctx.plugins.runtime(),
             logical,
             ctx.budgets,
@@ -220,12 +222,21 @@ impl<'a> Query<'a> {
             }
             return Ok(None);
         }
+        let remote = self.ctx.cluster.map(|cluster| OpenRequest {
+            cluster,
+            template: &self.template,
+            table: &self.plan.logical.table,
+            snapshot_ms: self.snapshot_ms,
+            deadline: self.schedule.deadline(),
+        });
         let scans = scan::open(
             &self.plan,
             self.ctx.fragments,
             &self.previous,
             self.snapshot_ms,
-        )?;
+            remote.as_ref(),
+        )
+        .await?;
         let sealer = Sealer::new(self.ctx.cursor_key, self.template.clone());
         match self.plan.strategy {
             Strategy::KeyMerge => {

@@ -12,6 +12,7 @@ use super::cursor::InvalidCursor;
 use super::error::QueryError;
 use super::page::OutRow;
 use super::physical::{PhysicalPlan, Strategy};
+use super::remote::{self, OpenRequest, Opened, RemoteScan};
 use crate::fragment::Fragment;
 use crate::fragment::partition::PartitionSnapshot;
 use crate::names::TableName;
@@ -19,7 +20,13 @@ use crate::names::TableName;
 /// One partition's scan state.
 pub(crate) struct Scan {
     pub fragment: u32,
+    /// The partition's snapshot, when this member holds the fragment.
     pub snapshot: Option<PartitionSnapshot>,
+    /// The scan pinned on the member that leads the fragment, when this
+    /// member holds no replica of it (in a cluster).
+    pub remote: Option<RemoteScan>,
+    /// Records visible in the snapshot.
+    pub visible: usize,
     pub revision: u64,
     pub incarnation: u64,
     pub resume_after: Option<Arc<str>>,
@@ -34,22 +41,29 @@ pub(crate) struct Scan {
 }
 
 /// The snapshot of `table`'s partition in `fragment` at `snapshot_ms`.
-fn snapshot(fragment: &Fragment, table: &str, snapshot_ms: u64) -> Option<PartitionSnapshot> {
+pub(crate) fn snapshot(
+    fragment: &Fragment,
+    table: &str,
+    snapshot_ms: u64,
+) -> Option<PartitionSnapshot> {
     // A name that cannot be a table has no records.
     let table = TableName::new(table).ok()?;
     fragment.state().snapshot(&table, snapshot_ms)
 }
 
-/// Open the scan of every partition `plan` reads, at `snapshot_ms`. On a
-/// continuation (`previous`), a guarded one fails with `QueryChanged` when
-/// a partition it recorded changed since; the key-order merge resumes every
-/// partition after the last key returned, the buffered strategies start
-/// over (they recompute the result).
-pub(crate) fn open(
+/// Open the scan of every partition `plan` reads, at `snapshot_ms`: from
+/// this member's snapshot, or (in a cluster, `remote`) pinned on the leader
+/// of a fragment held elsewhere, all opened at once. On a continuation
+/// (`previous`), a guarded one fails with `QueryChanged` when a partition
+/// it recorded changed since; the key-order merge resumes every partition
+/// after the last key returned, the buffered strategies start over (they
+/// recompute the result).
+pub(crate) async fn open(
     plan: &PhysicalPlan,
     fragments: &[Fragment],
     previous: &[pb::PartitionCursor],
     snapshot_ms: u64,
+    remote: Option<&OpenRequest<'_>>,
 ) -> Result<Vec<Scan>, QueryError> {
     let resumes: HashMap<u32, &pb::PartitionCursor> =
         previous.iter().map(|p| (p.fragment, p)).collect();
@@ -61,19 +75,39 @@ pub(crate) fn open(
         return Err(InvalidCursor("it names a fragment this node does not have".into()).into());
     }
     let merge = plan.strategy == Strategy::KeyMerge;
+    let mut opened: HashMap<u32, Opened> = HashMap::new();
+    if let Some(request) = remote {
+        let elsewhere: Vec<u32> = plan
+            .fragments
+            .iter()
+            .copied()
+            .filter(|f| !request.cluster.holds(*f))
+            .collect();
+        let opens = elsewhere.iter().map(|f| remote::open(request, *f));
+        let answers = futures::future::try_join_all(opens).await?;
+        opened.extend(elsewhere.into_iter().zip(answers));
+    }
     let mut scans = Vec::new();
     for &fragment in &plan.fragments {
-        let snapshot = snapshot(
-            &fragments[fragment as usize],
-            &plan.logical.table,
-            snapshot_ms,
-        );
-        let (revision, incarnation) = snapshot
-            .as_ref()
-            .map_or((0, 0), |s| (s.revision, s.incarnation));
+        let (snapshot, remote, revision, incarnation, visible) = match opened.remove(&fragment) {
+            Some(o) => (None, o.remote, o.revision, o.incarnation, o.visible),
+            None => {
+                let snapshot = snapshot(
+                    &fragments[fragment as usize],
+                    &plan.logical.table,
+                    snapshot_ms,
+                );
+                let (revision, incarnation, visible) = snapshot
+                    .as_ref()
+                    .map_or((0, 0, 0), |s| (s.revision, s.incarnation, s.visible));
+                (snapshot, None, revision, incarnation, visible)
+            }
+        };
         let mut scan = Scan {
             fragment,
             snapshot,
+            remote,
+            visible,
             revision,
             incarnation,
             resume_after: None,
@@ -97,7 +131,7 @@ pub(crate) fn open(
             // A continuation only revisits the partitions it recorded.
             scan.done = true;
         }
-        if scan.snapshot.is_none() {
+        if scan.snapshot.is_none() && scan.remote.is_none() {
             scan.done = true;
         }
         scans.push(scan);

@@ -11,14 +11,19 @@ use ebb_query::{Plan, Value};
 
 use super::error::{self, QueryError};
 use super::page::{OutRow, PageBudget, PageOutput, run_page};
+use super::remote;
 use super::scan::Scan;
 use super::{QueryBudgets, QueryStats};
+use crate::cluster::Cluster;
 use crate::fragment::Fragment;
+use crate::fragment::partition::PartitionSnapshot;
 use crate::plugin::PluginRuntime;
 
 /// A running query's pages and budgets.
 pub(crate) struct Schedule<'a> {
     fragments: &'a [Fragment],
+    /// The cluster, for pages of partitions held on other members.
+    cluster: Option<&'a Cluster>,
     runtime: &'a Arc<PluginRuntime>,
     plan: Arc<Plan>,
     budgets: QueryBudgets,
@@ -46,11 +51,49 @@ pub(crate) fn out_row_bytes(row: &OutRow) -> usize {
     std::mem::size_of::<OutRow>() + values_bytes(&row.values) + values_bytes(&row.sort)
 }
 
+/// One page to run over a partition's snapshot.
+pub(crate) struct PageInput {
+    pub plan: Arc<Plan>,
+    pub snapshot: PartitionSnapshot,
+    pub fragment: u32,
+    pub resume_after: Option<Arc<str>>,
+    pub budget: PageBudget,
+    pub snapshot_ms: u64,
+}
+
+/// Run `input` on a query thread (never a tokio worker), admitted by
+/// `pool`, its fragment's background pool: shed with `Overloaded` when the
+/// pool is full.
+pub(crate) async fn run_admitted(
+    pool: &Fragment,
+    runtime: &PluginRuntime,
+    input: PageInput,
+) -> Result<PageOutput, QueryError> {
+    let permit = pool.admit_background()?;
+    runtime
+        .run_blocking(move || {
+            let _admitted = permit;
+            run_page(
+                &input.plan,
+                &input.snapshot,
+                input.fragment,
+                input.resume_after.as_deref(),
+                input.budget,
+                input.snapshot_ms,
+            )
+        })
+        .await
+        .map_err(error::thread_failed)?
+        .map_err(error::page)
+}
+
 impl<'a> Schedule<'a> {
-    /// The schedule of `plan` over `fragments`, reading the partitions as
-    /// of `snapshot_ms`, started now.
+    /// The schedule of `plan` over `fragments` (and, in a cluster, the
+    /// partitions `cluster`'s other members hold), reading the partitions
+    /// as of `snapshot_ms`, started now.
     pub(crate) fn new(
         fragments: &'a [Fragment],
+        cluster: Option<&'a Cluster>,
         runtime: &'a Arc<PluginRuntime>,
         plan: Arc<Plan>,
         budgets: QueryBudgets,
@@ -58,6 +101,7 @@ impl<'a> Schedule<'a> {
     ) -> Self {
         Self {
             fragments,
+            cluster,
             runtime,
             plan,
             budgets,
@@ -110,9 +154,15 @@ impl<'a> Schedule<'a> {
         Ok(())
     }
 
-    /// The next page of `scans[i]`, on a query thread, admitted by the
-    /// fragment's background pool. The future borrows nothing of the
-    /// schedule, so pages run while it records others.
+    /// When the query must end (its timeout).
+    pub(crate) fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.started + self.budgets.timeout)
+    }
+
+    /// The next page of `scans[i]`: on a query thread, admitted by the
+    /// fragment's background pool, or asked of the member that pinned a
+    /// remote scan. The future borrows nothing of the schedule, so pages
+    /// run while it records others.
     pub(crate) fn page_job(
         &self,
         scans: &[Scan],
@@ -129,7 +179,13 @@ impl<'a> Schedule<'a> {
         };
         let snapshot_ms = self.snapshot_ms;
         let (fragments, runtime) = (self.fragments, self.runtime);
+        let (cluster, remote, deadline) = (self.cluster, scan.remote, self.deadline());
         async move {
+            if let (Some(cluster), Some(remote)) = (cluster, remote) {
+                let page =
+                    remote::page(cluster, remote, fragment, resume, budget, deadline).await?;
+                return Ok((i, page));
+            }
             let Some(snapshot) = snapshot else {
                 return Ok((
                     i,
@@ -139,22 +195,15 @@ impl<'a> Schedule<'a> {
                     },
                 ));
             };
-            let permit = fragments[fragment as usize].admit_background()?;
-            let page = runtime
-                .run_blocking(move || {
-                    let _admitted = permit;
-                    run_page(
-                        &plan,
-                        &snapshot,
-                        fragment,
-                        resume.as_deref(),
-                        budget,
-                        snapshot_ms,
-                    )
-                })
-                .await
-                .map_err(error::thread_failed)?
-                .map_err(error::page)?;
+            let input = PageInput {
+                plan,
+                snapshot,
+                fragment,
+                resume_after: resume,
+                budget,
+                snapshot_ms,
+            };
+            let page = run_admitted(&fragments[fragment as usize], runtime, input).await?;
             Ok((i, page))
         }
     }

@@ -77,9 +77,12 @@ pub(crate) fn plan(
 
 /// The versions a cursor recorded.
 pub(crate) fn recorded(cursor: &pb::Cursor) -> Vec<PluginUse> {
-    cursor
-        .plugins
-        .iter()
+    from_proto(&cursor.plugins)
+}
+
+/// Plugin versions as the protocol sends them (cursors, page requests).
+pub(crate) fn from_proto(uses: &[pb::PluginUse]) -> Vec<PluginUse> {
+    uses.iter()
         .map(|p| PluginUse {
             name: p.name.clone(),
             version: p.version,

@@ -11,6 +11,7 @@ mod expiry_cluster;
 pub(crate) mod gate;
 mod inner;
 pub mod memory;
+mod pages;
 mod plugins;
 pub(crate) mod router;
 pub(crate) mod table;
@@ -295,6 +296,9 @@ impl Node {
                 cluster,
             }),
         };
+        if let Some(cluster) = &node.inner.cluster {
+            cluster.set_page_server(Arc::new(pages::NodePages::new(&node.inner)));
+        }
         node.start_dispatcher(store, pending_events);
         Ok(node)
     }
@@ -368,16 +372,20 @@ impl Node {
             natives: &self.inner.natives,
             fragment_of,
             fragments: &self.inner.fragments,
+            cluster: self.inner.cluster.as_deref(),
         }
     }
 
-    /// In a cluster, wait until every fragment can be read linearizably
-    /// from this node (see [`Cluster::linearize`]); at once otherwise.
+    /// In a cluster, wait until every fragment this node holds a replica
+    /// of can be read linearizably from it (see [`Cluster::linearize`]); at
+    /// once otherwise. The executor reads the others from their leaders.
     async fn linearize_all(&self) -> Result<(), QueryError> {
         let Some(cluster) = &self.inner.cluster else {
             return Ok(());
         };
-        let reads = (0..self.inner.meta.fragments).map(|fragment| cluster.linearize(fragment));
+        let reads = (0..self.inner.meta.fragments)
+            .filter(|fragment| cluster.holds(*fragment))
+            .map(|fragment| cluster.linearize(fragment));
         for result in futures::future::join_all(reads).await {
             result?;
         }

@@ -142,7 +142,6 @@ impl From<ClusterError> for ApiError {
                     ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "memory_full", message)
                 }
                 "invalid_request" => ApiError::invalid_request(message),
-                "not_replicated_here" => ApiError::unavailable("not_replicated_here", message),
                 // A metadata command the members refused when applying it.
                 "plugin_invalid" => {
                     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_invalid", message)
