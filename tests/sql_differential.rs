@@ -1,12 +1,20 @@
 //! Differential tests: the same generated data in ebb and in SQLite, the same
-//! generated queries, identical results.
+//! generated queries, identical results; on one node, and on a cluster of
+//! three members in one process where each member holds only some
+//! fragments (its queries read the others from their leaders).
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use bytes::Bytes;
+use ebb_host::cluster::{Cluster, ClusterConfig};
+use ebb_host::node::config::ClusterSetup;
+use ebb_host::raft::{NodeId, Service, Transport, TransportError};
 use ebb_host::store::MemoryStore;
 use ebb_host::{Durability, Node, NodeConfig, PutOptions, QueryError, QueryRequest};
 use ebb_query::Value;
+use futures::future::BoxFuture;
 use proptest::prelude::*;
 use rusqlite::types::ValueRef;
 
@@ -421,27 +429,32 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-async fn load(records: &[Record]) -> (Node, rusqlite::Connection) {
-    let node = Node::open_with_store(
+async fn open_node() -> Node {
+    Node::open_with_store(
         NodeConfig::new("unused").fragments(4),
         Arc::new(MemoryStore::new()),
     )
     .await
-    .unwrap();
-    let table = node.table("t").unwrap();
+    .unwrap()
+}
+
+/// Write `records` through `nodes` in turn (one node, or the members of a
+/// cluster) and the visible ones into a fresh SQLite table.
+async fn load(nodes: &[Node], records: &[Record]) -> rusqlite::Connection {
     let sqlite = rusqlite::Connection::open_in_memory().unwrap();
     sqlite
         .execute_batch(
             "PRAGMA case_sensitive_like = ON; CREATE TABLE t (key TEXT PRIMARY KEY, value BLOB);",
         )
         .unwrap();
-    let mut visible = std::collections::BTreeMap::new();
-    for record in records {
+    let mut visible = BTreeMap::new();
+    for (i, record) in records.iter().enumerate() {
+        let table = nodes[i % nodes.len()].table("t").unwrap();
         let options = PutOptions::default().durability(Durability::Memory);
         let options = match record.ttl {
             Ttl::None => options,
             Ttl::Expired => options.expires_at_ms(1),
-            Ttl::Future => options.ttl(std::time::Duration::from_secs(3600)),
+            Ttl::Future => options.ttl(Duration::from_secs(3600)),
         };
         table
             .put(&record.key, Bytes::from(record.value.clone()), options)
@@ -466,7 +479,100 @@ async fn load(records: &[Record]) -> (Node, rusqlite::Connection) {
                 .unwrap();
         }
     }
-    (node, sqlite)
+    sqlite
+}
+
+/// Members of one process, each message delivered by calling the target
+/// member's cluster directly (the server carries them over its cluster
+/// port; the routing above it is the same).
+#[derive(Default)]
+struct InProcess {
+    members: parking_lot::RwLock<HashMap<NodeId, Weak<Cluster>>>,
+}
+
+impl Transport for InProcess {
+    fn call(
+        &self,
+        to: NodeId,
+        service: Service,
+        body: Bytes,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Bytes, TransportError>> {
+        let target = self.members.read().get(&to).and_then(Weak::upgrade);
+        Box::pin(async move {
+            let Some(cluster) = target else {
+                return Err(TransportError::Unreachable {
+                    node: to,
+                    reason: "not started".into(),
+                });
+            };
+            let answer = async {
+                match service {
+                    Service::Raft => cluster.serve_raft(&body).await,
+                    Service::Forward => cluster.serve_forward(&body).await,
+                }
+            };
+            tokio::time::timeout(timeout, answer)
+                .await
+                .map_err(|_| TransportError::Timeout {
+                    node: to,
+                    ms: timeout.as_millis() as u64,
+                })
+        })
+    }
+}
+
+/// Three members with two replicas of each of four fragments, opened once
+/// per test binary: every member holds some fragments and not others.
+async fn cluster() -> &'static [Node] {
+    static MEMBERS: tokio::sync::OnceCell<Vec<Node>> = tokio::sync::OnceCell::const_new();
+    MEMBERS
+        .get_or_init(|| async {
+            let transport = Arc::new(InProcess::default());
+            let peers: BTreeMap<NodeId, String> =
+                (1..=3).map(|id| (id, format!("in-process-{id}"))).collect();
+            let opens = (1..=3).map(|id| {
+                let mut settings = ClusterConfig::new(id, peers.clone());
+                settings.replication = 2;
+                let mut config = NodeConfig::new(format!("member-{id}")).fragments(4);
+                config.cluster = Some(ClusterSetup {
+                    config: settings,
+                    transport: transport.clone(),
+                });
+                let transport = transport.clone();
+                async move {
+                    let node = Node::open_with_store(config, Arc::new(MemoryStore::new()))
+                        .await
+                        .unwrap();
+                    let member = Arc::downgrade(node.cluster().unwrap());
+                    transport.members.write().insert(id, member);
+                    node
+                }
+            });
+            let members = futures::future::join_all(opens).await;
+            let mut held = Vec::new();
+            for member in &members {
+                let status = member.cluster_status().await.unwrap();
+                held.push(
+                    status
+                        .fragments
+                        .iter()
+                        .filter(|f| f.group.is_some())
+                        .count(),
+                );
+            }
+            assert_eq!(
+                held.iter().sum::<usize>(),
+                4 * 2,
+                "two replicas of each fragment"
+            );
+            assert!(
+                held.iter().any(|n| *n < 4),
+                "some member reads fragments remotely: {held:?}"
+            );
+            members
+        })
+        .await
 }
 
 fn ebb_value(param: &Param) -> Value {
@@ -566,7 +672,7 @@ fn check_sum_difference(
     check: &SumCheck,
     ours: &[Vec<Cell>],
 ) {
-    let mut totals: std::collections::BTreeMap<String, i128> = Default::default();
+    let mut totals: BTreeMap<String, i128> = Default::default();
     for row in sqlite_rows(sqlite, &check.inputs, &query.params).unwrap() {
         let group = format!("{:?}", row[0]);
         let Cell::Int(input) = row[1] else {
@@ -611,26 +717,54 @@ proptest! {
     #[test]
     fn ebb_and_sqlite_agree(records in prop::collection::vec(record_strategy(), 0..120), queries in prop::collection::vec(query_strategy(), 1..8)) {
         runtime().block_on(async {
-            let (node, sqlite) = load(&records).await;
+            let node = open_node().await;
+            let sqlite = load(std::slice::from_ref(&node), &records).await;
             for query in &queries {
-                let ours = ebb_rows(&node, query).await;
-                let theirs = sqlite_rows(&sqlite, &query.sqlite, &query.params);
-                match (&ours, &theirs) {
-                    (Ok(ours), Ok(theirs)) => assert!(
-                        rows_agree(ours, theirs),
-                        "query {query:?}\nebb:    {ours:?}\nsqlite: {theirs:?}"
-                    ),
-                    (Err(ours), Err(theirs)) => assert!(
-                        ours.contains("integer overflow") && theirs.contains("integer overflow"),
-                        "query {query:?}\nebb:    {ours}\nsqlite: {theirs}"
-                    ),
-                    (Ok(rows), Err(theirs)) if theirs.contains("integer overflow") && query.sums.is_some() => {
-                        check_sum_difference(&sqlite, query, query.sums.as_ref().unwrap(), rows)
-                    }
-                    _ => panic!("query {query:?}\nebb:    {ours:?}\nsqlite: {theirs:?}"),
-                }
+                check(&node, &sqlite, query).await;
             }
             node.shutdown().await.unwrap();
         });
+    }
+}
+
+proptest! {
+    // Fewer cases: each writes through Raft; the members are shared.
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn ebb_on_a_cluster_and_sqlite_agree(records in prop::collection::vec(record_strategy(), 0..120), queries in prop::collection::vec(query_strategy(), 1..8)) {
+        runtime().block_on(async {
+            let members = cluster().await;
+            let sqlite = load(members, &records).await;
+            // Each query on another member (each holds other fragments).
+            for (i, query) in queries.iter().enumerate() {
+                check(&members[i % members.len()], &sqlite, query).await;
+            }
+            // The next case starts from an empty table.
+            for (i, record) in records.iter().enumerate() {
+                let table = members[i % members.len()].table("t").unwrap();
+                table.delete(&record.key, Durability::Memory).await.unwrap();
+            }
+        });
+    }
+}
+
+/// Run `query` on `node` and in SQLite: the same rows, or the same error.
+async fn check(node: &Node, sqlite: &rusqlite::Connection, query: &Query) {
+    let ours = ebb_rows(node, query).await;
+    let theirs = sqlite_rows(sqlite, &query.sqlite, &query.params);
+    match (&ours, &theirs) {
+        (Ok(ours), Ok(theirs)) => assert!(
+            rows_agree(ours, theirs),
+            "query {query:?}\nebb:    {ours:?}\nsqlite: {theirs:?}"
+        ),
+        (Err(ours), Err(theirs)) => assert!(
+            ours.contains("integer overflow") && theirs.contains("integer overflow"),
+            "query {query:?}\nebb:    {ours}\nsqlite: {theirs}"
+        ),
+        (Ok(rows), Err(theirs)) if theirs.contains("integer overflow") && query.sums.is_some() => {
+            check_sum_difference(sqlite, query, query.sums.as_ref().unwrap(), rows)
+        }
+        _ => panic!("query {query:?}\nebb:    {ours:?}\nsqlite: {theirs:?}"),
     }
 }
