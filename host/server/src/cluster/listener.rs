@@ -15,9 +15,13 @@ use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::{FORWARD_PATH, MAX_MESSAGE_BYTES, NODE_HEADER, RAFT_PATH, SECRET_HEADER};
+use super::{
+    FORWARD_PATH, MAX_MESSAGE_BYTES, NODE_HEADER, RAFT_BATCH_PATH, RAFT_PATH, SECRET_HEADER,
+};
 use ebb_host::Node;
 use ebb_host::raft::NodeId;
+use ebb_proto::Message;
+use ebb_proto::raft::v1::RaftBatch;
 
 /// Most connections open at once on the cluster port (members need one
 /// each way; the rest is headroom for reconnects).
@@ -70,6 +74,20 @@ impl ClusterListener {
         let reply = match path.as_str() {
             RAFT_PATH => cluster.serve_raft(&body).await,
             FORWARD_PATH => cluster.serve_forward(&body).await,
+            RAFT_BATCH_PATH => match RaftBatch::decode(body) {
+                // Every message at once: their log appends share a commit.
+                Ok(batch) => {
+                    let answers = batch.messages.iter().map(|m| cluster.serve_raft(m));
+                    let messages = futures::future::join_all(answers).await;
+                    Bytes::from(RaftBatch { messages }.encode_to_vec())
+                }
+                Err(error) => {
+                    return answer(
+                        StatusCode::BAD_REQUEST,
+                        format!("a malformed batch of Raft messages: {error}"),
+                    );
+                }
+            },
             _ => return answer(StatusCode::NOT_FOUND, format!("no internal route {path}")),
         };
         Response::new(Full::new(reply))

@@ -11,6 +11,8 @@ pub use transport::HttpTransport;
 
 /// Path of Raft messages (`ebb.raft.v1.RaftRequest` bodies).
 const RAFT_PATH: &str = "/internal/v1/raft";
+/// Path of batches of Raft messages (`ebb.raft.v1.RaftBatch` bodies).
+const RAFT_BATCH_PATH: &str = "/internal/v1/raft-batch";
 /// Path of forwarded requests (`ebb.cluster.v1.ForwardRequest` bodies).
 const FORWARD_PATH: &str = "/internal/v1/forward";
 /// The sender's node id, on every internal request.

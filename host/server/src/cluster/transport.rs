@@ -1,6 +1,14 @@
 //! The client side of the cluster port: one HTTP/2 connection per member,
 //! opened on first use and again after it breaks, multiplexing every
 //! group's Raft messages and every forwarded request.
+//!
+//! Raft messages to one member are batched: while [`MAX_BATCHES_IN_FLIGHT`]
+//! batches to it are on the wire, further messages (of any group) wait and
+//! leave together in the next one, one HTTP/2 request (`RaftBatch`). An
+//! idle link sends each message at once, alone; a busy one pays one
+//! request, one header block and one receiving task per batch instead of
+//! per message, and the receiver appends the batch's entries in one group
+//! commit. Snapshots and other large messages always go alone.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,16 +22,41 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 
-use super::{FORWARD_PATH, MAX_MESSAGE_BYTES, NODE_HEADER, RAFT_PATH, SECRET_HEADER};
+use super::{
+    FORWARD_PATH, MAX_MESSAGE_BYTES, NODE_HEADER, RAFT_BATCH_PATH, RAFT_PATH, SECRET_HEADER,
+};
 use ebb_host::raft::{NodeId, Service, Transport, TransportError};
+use ebb_proto::Message;
+use ebb_proto::raft::v1::RaftBatch;
 
 /// How long opening a connection to a member may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Batches of Raft messages on the wire to one member at once.
+const MAX_BATCHES_IN_FLIGHT: usize = 2;
+/// Most messages in one batch.
+const MAX_BATCH_MESSAGES: usize = 256;
+/// A Raft message larger than this (a snapshot, a long append) goes alone,
+/// so a batch's small messages never wait behind it.
+const MAX_BATCHED_BYTES: usize = 64 * 1024;
+
+/// A Raft message waiting for the next batch, and where its answer goes.
+struct Pending {
+    body: Bytes,
+    reply: tokio::sync::oneshot::Sender<Result<Bytes, TransportError>>,
+}
+
+/// The Raft messages waiting for a member, and the batches on the wire.
+#[derive(Default)]
+struct Batches {
+    waiting: Vec<Pending>,
+    in_flight: usize,
+}
 
 /// A member's connection, shared by every caller.
 #[derive(Default)]
 struct Slot {
     connection: tokio::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
+    batches: parking_lot::Mutex<Batches>,
 }
 
 /// Carries this node's messages to the other members over HTTP/2.
@@ -55,10 +88,95 @@ impl HttpTransport {
 }
 
 impl Inner {
+    /// Send one Raft message to `to` in the next batch, sending that batch
+    /// now when fewer than [`MAX_BATCHES_IN_FLIGHT`] are on the wire.
+    async fn send_raft(self: Arc<Self>, to: NodeId, body: Bytes) -> Result<Bytes, TransportError> {
+        let (_, slot) = self.peers.get(&to).ok_or(TransportError::UnknownNode(to))?;
+        if body.len() > MAX_BATCHED_BYTES {
+            return self.send(to, RAFT_PATH, body).await;
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let batch = {
+            let mut batches = slot.batches.lock();
+            batches.waiting.push(Pending { body, reply });
+            (batches.in_flight < MAX_BATCHES_IN_FLIGHT).then(|| {
+                batches.in_flight += 1;
+                take_batch(&mut batches.waiting)
+            })
+        };
+        if let Some(batch) = batch {
+            // Its own task: a caller that gives up (its timeout) must not
+            // cancel the other callers' messages.
+            tokio::spawn(self.clone().run_batches(to, batch));
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(TransportError::Unreachable {
+                node: to,
+                reason: "the batch carrying the message was dropped".into(),
+            })
+        })
+    }
+
+    /// Send `batch`, then every batch that gathered meanwhile, until none
+    /// waits.
+    async fn run_batches(self: Arc<Self>, to: NodeId, mut batch: Vec<Pending>) {
+        let slot = &self.peers[&to].1;
+        loop {
+            self.send_batch(to, batch).await;
+            let mut batches = slot.batches.lock();
+            if batches.waiting.is_empty() {
+                batches.in_flight -= 1;
+                return;
+            }
+            batch = take_batch(&mut batches.waiting);
+        }
+    }
+
+    /// One HTTP/2 request for `batch` (a plain Raft request for one
+    /// message), and each message's answer to its caller.
+    async fn send_batch(&self, to: NodeId, batch: Vec<Pending>) {
+        if batch.len() == 1 {
+            let Pending { body, reply } = batch.into_iter().next().expect("one message");
+            let _ = reply.send(self.send(to, RAFT_PATH, body).await);
+            return;
+        }
+        let (bodies, replies): (Vec<Bytes>, Vec<_>) =
+            batch.into_iter().map(|p| (p.body, p.reply)).unzip();
+        let envelope = RaftBatch { messages: bodies }.encode_to_vec();
+        let answers = self
+            .send(to, RAFT_BATCH_PATH, Bytes::from(envelope))
+            .await
+            .and_then(|bytes| {
+                let answers = RaftBatch::decode(bytes).map_err(|e| e.to_string());
+                match answers {
+                    Ok(answers) if answers.messages.len() == replies.len() => Ok(answers.messages),
+                    Ok(answers) => Err(format!(
+                        "{} answers to a batch of {}",
+                        answers.messages.len(),
+                        replies.len()
+                    )),
+                    Err(error) => Err(error),
+                }
+                .map_err(|reason| TransportError::Unreachable { node: to, reason })
+            });
+        match answers {
+            Ok(answers) => {
+                for (reply, answer) in replies.into_iter().zip(answers) {
+                    let _ = reply.send(Ok(answer));
+                }
+            }
+            Err(error) => {
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+
     async fn send(
         &self,
         to: NodeId,
-        service: Service,
+        path: &'static str,
         body: Bytes,
     ) -> Result<Bytes, TransportError> {
         let (addr, slot) = self.peers.get(&to).ok_or(TransportError::UnknownNode(to))?;
@@ -73,10 +191,6 @@ impl Inner {
                     sender
                 }
             }
-        };
-        let path = match service {
-            Service::Raft => RAFT_PATH,
-            Service::Forward => FORWARD_PATH,
         };
         let mut request = Request::builder()
             .method(Method::POST)
@@ -118,6 +232,15 @@ impl Inner {
     }
 }
 
+/// The first [`MAX_BATCH_MESSAGES`] of `waiting`.
+fn take_batch(waiting: &mut Vec<Pending>) -> Vec<Pending> {
+    if waiting.len() <= MAX_BATCH_MESSAGES {
+        return std::mem::take(waiting);
+    }
+    let rest = waiting.split_off(MAX_BATCH_MESSAGES);
+    std::mem::replace(waiting, rest)
+}
+
 /// Open an HTTP/2 connection (prior knowledge, no TLS) to `addr`.
 async fn connect(addr: &str) -> Result<SendRequest<Full<Bytes>>, String> {
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
@@ -148,7 +271,13 @@ impl Transport for HttpTransport {
         // The future must not borrow `self`: openraft holds it across awaits.
         let this = self.0.clone();
         Box::pin(async move {
-            match tokio::time::timeout(timeout, this.send(to, service, body)).await {
+            let sent = async {
+                match service {
+                    Service::Raft => this.send_raft(to, body).await,
+                    Service::Forward => this.send(to, FORWARD_PATH, body).await,
+                }
+            };
+            match tokio::time::timeout(timeout, sent).await {
                 Ok(result) => result,
                 Err(_) => Err(TransportError::Timeout {
                     node: to,
@@ -156,5 +285,116 @@ impl Transport for HttpTransport {
                 }),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use hyper::Response;
+    use hyper::body::Incoming;
+
+    use super::*;
+
+    /// Requests a test peer received, by path.
+    #[derive(Default)]
+    struct Seen {
+        single: AtomicUsize,
+        batches: AtomicUsize,
+        batched_messages: AtomicUsize,
+    }
+
+    /// A peer answering every Raft message with its own bytes, slowly
+    /// (1 ms), so messages gather while batches are on the wire.
+    async fn echo_peer(seen: Arc<Seen>) -> String {
+        let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = socket.accept().await.unwrap();
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            let path = request.uri().path().to_string();
+                            let body = request.into_body().collect().await.unwrap().to_bytes();
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                            if path == RAFT_BATCH_PATH {
+                                let batch = RaftBatch::decode(body.clone()).unwrap();
+                                seen.batches.fetch_add(1, Ordering::Relaxed);
+                                seen.batched_messages
+                                    .fetch_add(batch.messages.len(), Ordering::Relaxed);
+                            } else {
+                                assert_eq!(path, RAFT_PATH);
+                                seen.single.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok::<_, Infallible>(Response::new(Full::new(body)))
+                        }
+                    });
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn raft_messages_gather_into_batches_and_each_gets_its_own_answer() {
+        let seen = Arc::new(Seen::default());
+        let addr = echo_peer(seen.clone()).await;
+        let peers = BTreeMap::from([(1, "127.0.0.1:1".to_string()), (2, addr)]);
+        let transport = HttpTransport::new(1, &peers, None);
+        // Alone: one plain request.
+        let alone = transport
+            .call(2, Service::Raft, Bytes::from_static(b"one"), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(&alone[..], b"one");
+        assert_eq!(seen.single.load(Ordering::Relaxed), 1);
+        // Many at once: each answer is its own message's, in fewer requests.
+        let calls = (0..300).map(|i| {
+            let body = Bytes::from(format!("message {i}"));
+            let call = transport.call(2, Service::Raft, body, Duration::from_secs(10));
+            async move { (i, call.await) }
+        });
+        for (i, answer) in futures::future::join_all(calls).await {
+            assert_eq!(answer.unwrap(), Bytes::from(format!("message {i}")));
+        }
+        let batches = seen.batches.load(Ordering::Relaxed);
+        let single = seen.single.load(Ordering::Relaxed) - 1;
+        assert_eq!(
+            seen.batched_messages.load(Ordering::Relaxed) + single,
+            300,
+            "every message sent once"
+        );
+        assert!(
+            batches + single < 100,
+            "{batches} batches and {single} single requests for 300 messages"
+        );
+        // A large message goes alone even when others wait.
+        let large = Bytes::from(vec![7u8; MAX_BATCHED_BYTES + 1]);
+        let answer = transport
+            .call(2, Service::Raft, large.clone(), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(answer, large);
+    }
+
+    #[test]
+    fn a_batch_takes_at_most_its_limit() {
+        let mut waiting: Vec<Pending> = (0..MAX_BATCH_MESSAGES + 3)
+            .map(|_| Pending {
+                body: Bytes::new(),
+                reply: tokio::sync::oneshot::channel().0,
+            })
+            .collect();
+        assert_eq!(take_batch(&mut waiting).len(), MAX_BATCH_MESSAGES);
+        assert_eq!(take_batch(&mut waiting).len(), 3);
+        assert!(waiting.is_empty());
     }
 }
