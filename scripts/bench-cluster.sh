@@ -10,6 +10,12 @@
 #  2. Failover: FAILOVERS times, kill -9 the member leading fragment 0 and
 #     time until the first write to a key of fragment 0 is acknowledged by
 #     another member; p50 and p99.
+#  3. Fan-out scans: SCAN_RECORDS records in one node and in three members
+#     with R = 1 (each fragment on one member, so member 1 reads two thirds
+#     of the pages from the other members over the cluster port); the same
+#     filtering query (every record visited, no count shortcut) SCAN_QUERIES
+#     times on each, records scanned per second side by side, and the
+#     answers compared.
 # Installs wrk and etcd-server when missing. Both sides share the machine's
 # cores (stated in the output).
 set -euo pipefail
@@ -19,6 +25,8 @@ DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-2}
 FAILOVERS=${FAILOVERS:-10}
+SCAN_RECORDS=${SCAN_RECORDS:-200000}
+SCAN_QUERIES=${SCAN_QUERIES:-10}
 
 need=()
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
@@ -175,3 +183,47 @@ for run in $(seq "$FAILOVERS"); do
   sleep 2
 done
 printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {p50=a[int((NR+1)/2)]; p99=a[NR]; printf "failover p50 %d ms, p99 (max of %d) %d ms\n", p50, NR, p99}'
+
+echo "== fan-out scans: $SCAN_RECORDS records, the same query $SCAN_QUERIES times, $(nproc) cores shared by every process"
+for n in 1 2 3; do kill -9 "$(cat "$work/node$n.pid")" 2>/dev/null || true; done
+scan_peers="1=127.0.0.1:7281,2=127.0.0.1:7282,3=127.0.0.1:7283"
+for n in 1 2 3; do
+  start_ebb "scan$n" --listen "127.0.0.1:729$n" --node-id "$n" --cluster-listen "127.0.0.1:728$n" --peers "$scan_peers" --replication 1
+done
+for n in 1 2 3; do wait_ok "http://127.0.0.1:729$n/health"; done
+until curl -fsS -X PUT --data x "http://127.0.0.1:7291/v1/tables/warm/keys/k" >/dev/null 2>&1; do sleep 0.1; done
+python3 - "$SCAN_RECORDS" <<'PY'
+import json, sys, urllib.request
+records = int(sys.argv[1])
+for base in ("http://127.0.0.1:7260", "http://127.0.0.1:7291"):
+    for start in range(0, records, 5000):
+        items = [{"key": f"s{i:08d}", "value": f"{i % 1000:04d}" + "x" * 96}
+                 for i in range(start, min(records, start + 5000))]
+        request = urllib.request.Request(f"{base}/v1/tables/scan/batch?durability=memory",
+                                         data=json.dumps(items).encode(),
+                                         headers={"content-type": "application/json"})
+        answer = json.load(urllib.request.urlopen(request, timeout=60))
+        assert all(r["status"] == 200 for r in answer["results"]), base
+PY
+held=$(curl -fsS http://127.0.0.1:7291/v1/cluster | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for f in d["fragments"] if 1 in f["replicas"]), "of", len(d["fragments"]))')
+echo "member 1 holds $held fragments; the others' pages come from members 2 and 3"
+python3 - "$SCAN_RECORDS" "$SCAN_QUERIES" <<'PY'
+import json, sys, time, urllib.request
+records, queries = int(sys.argv[1]), int(sys.argv[2])
+sql = "SELECT count(*), sum(CAST(substr(value, 1, 4) AS INTEGER)) FROM scan WHERE value LIKE '%x'"
+results = {}
+for name, base in (("ebb 1 node", "http://127.0.0.1:7260"), ("ebb 3 members, R = 1", "http://127.0.0.1:7291")):
+    answers = set()
+    started = time.monotonic()
+    for _ in range(queries):
+        request = urllib.request.Request(f"{base}/v1/sql", data=json.dumps({"sql": sql}).encode(),
+                                         headers={"content-type": "application/json"})
+        answers.add(json.dumps(json.load(urllib.request.urlopen(request, timeout=120))["rows"]))
+    elapsed = time.monotonic() - started
+    assert len(answers) == 1, answers
+    results[name] = (answers.pop(), records * queries / elapsed, elapsed / queries * 1000)
+    print(f"{name}: {results[name][1]:,.0f} records/s, {results[name][2]:.0f} ms per query, answer {results[name][0]}")
+one, three = results["ebb 1 node"], results["ebb 3 members, R = 1"]
+assert one[0] == three[0], "the two sides answered differently"
+print(f"ratio 3 members / 1 node: {three[1] / one[1]:.2f}x (same answer on both)")
+PY
