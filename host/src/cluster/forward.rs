@@ -122,6 +122,9 @@ pub trait PageServer: Send + Sync {
         &self,
         request: query::PageRequest,
     ) -> BoxFuture<'_, Result<query::PageResponse, ClusterError>>;
+
+    /// Scans pinned now.
+    fn pinned(&self) -> usize;
 }
 
 /// Bytes that are not a forwarded request or answer.

@@ -28,7 +28,7 @@ use crate::store::{FragmentId, KvStore};
 use crate::write::Durability;
 
 /// How long one forwarded request may take on the wire.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause between attempts while a fragment has no reachable leader.
 pub(super) const RETRY_PAUSE: Duration = Duration::from_millis(25);
 /// Most attempts at a put that a newer record superseded while it was in
@@ -90,6 +90,8 @@ pub struct ClusterStatus {
     pub fragments: Vec<FragmentStatus>,
     /// The metadata group as this node sees it.
     pub metadata: GroupStatus,
+    /// Scans this member keeps pinned for other members' queries.
+    pub pinned_scans: usize,
 }
 
 impl Cluster {
@@ -468,6 +470,7 @@ impl Cluster {
             members,
             fragments,
             metadata: self.meta.status(),
+            pinned_scans: self.pages.get().map_or(0, |server| server.pinned()),
         }
     }
 

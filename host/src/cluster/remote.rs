@@ -156,6 +156,22 @@ impl Cluster {
         }
     }
 
+    /// Tell `node` that the scan it pinned is no longer needed (a query
+    /// that ended before its last page). Best effort: a close that does not
+    /// arrive leaves the scan to expire there.
+    pub(crate) async fn close_remote_scan(&self, node: NodeId, fragment: FragmentId, scan: u64) {
+        let request = Forward::Page(Box::new(query::PageRequest {
+            fragment,
+            scan,
+            visit_budget: 0,
+            ..Default::default()
+        }));
+        let deadline = Instant::now() + super::groups::FORWARD_TIMEOUT;
+        if let Err(error) = self.forward(node, &request, deadline).await {
+            tracing::debug!(node, fragment, %error, "a pinned scan's close did not arrive; it expires there");
+        }
+    }
+
     /// Open a scan on this member, which leads the fragment: a read index
     /// first, so the snapshot the executor pins holds every write
     /// acknowledged before the request.

@@ -29,7 +29,7 @@ pub(crate) struct ExecContext<'a> {
     /// background pools that admit pages.
     pub fragments: &'a [Fragment],
     /// In a cluster: the partitions other members hold are read through it.
-    pub cluster: Option<&'a Cluster>,
+    pub cluster: Option<&'a Arc<Cluster>>,
 }
 
 impl ExecContext<'_> {

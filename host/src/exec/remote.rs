@@ -31,10 +31,47 @@ pub(crate) struct RemoteScan {
     pub scan: u64,
 }
 
+/// Closes a pinned scan whose query ended before its last page (a `LIMIT`
+/// met, an error), so the member holding it drops it now rather than
+/// when it expires: dropped armed, it sends the close in a task of its own.
+pub(crate) struct Closer {
+    cluster: Arc<Cluster>,
+    remote: RemoteScan,
+    fragment: u32,
+    armed: bool,
+}
+
+impl Closer {
+    /// The scan ended on its own (its member dropped it with its last page).
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        // Outside a runtime, the scan expires on its member instead.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.armed {
+            return;
+        }
+        let (cluster, remote, fragment) = (self.cluster.clone(), self.remote, self.fragment);
+        runtime.spawn(async move {
+            cluster
+                .close_remote_scan(remote.node, fragment, remote.scan)
+                .await;
+        });
+    }
+}
+
 /// A remote partition as opened: `None` when the fragment holds no record
 /// of the table.
 pub(crate) struct Opened {
     pub remote: Option<RemoteScan>,
+    /// Closes the pinned scan if the query ends before its last page.
+    pub closer: Option<Closer>,
     pub revision: u64,
     pub incarnation: u64,
     pub visible: usize,
@@ -42,7 +79,7 @@ pub(crate) struct Opened {
 
 /// What a query sends to open its remote scans.
 pub(crate) struct OpenRequest<'a> {
-    pub cluster: &'a Cluster,
+    pub cluster: &'a Arc<Cluster>,
     /// The query's cursor template: its SQL, parameters and plugin versions.
     pub template: &'a pb::Cursor,
     pub table: &'a str,
@@ -68,10 +105,17 @@ pub(crate) async fn open(request: &OpenRequest<'_>, fragment: u32) -> Result<Ope
     if let Some(failure) = answer.error {
         return Err(error_from_proto(fragment, node, failure));
     }
+    let remote = (answer.scan != 0).then_some(RemoteScan {
+        node,
+        scan: answer.scan,
+    });
     Ok(Opened {
-        remote: (answer.scan != 0).then_some(RemoteScan {
-            node,
-            scan: answer.scan,
+        remote,
+        closer: remote.map(|remote| Closer {
+            cluster: request.cluster.clone(),
+            remote,
+            fragment,
+            armed: true,
         }),
         revision: answer.revision,
         incarnation: answer.incarnation,
@@ -92,7 +136,7 @@ pub(crate) async fn page(
         fragment,
         scan: remote.scan,
         resume_after: resume_after.map(|key| key.to_string()),
-        visit_budget: budget.visit.min(u32::MAX as usize) as u32,
+        visit_budget: budget.visit.clamp(1, u32::MAX as usize) as u32,
         max_bytes: budget.max_bytes as u64,
         ..Default::default()
     };

@@ -213,6 +213,12 @@ impl<'a> Schedule<'a> {
     pub(crate) fn record(&mut self, scan: &mut Scan, page: &PageOutput) -> Result<(), QueryError> {
         scan.resume_after = page.resume_after.clone();
         scan.done = page.done;
+        if page.done
+            && let Some(closer) = &mut scan.closer
+        {
+            // The member dropped the scan with its last page.
+            closer.disarm();
+        }
         scan.budget = scan
             .budget
             .saturating_mul(2)

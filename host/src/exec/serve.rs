@@ -185,6 +185,14 @@ async fn next_page(
     request: pb::PageRequest,
 ) -> Result<pb::PageResponse, QueryError> {
     let id = request.scan;
+    if request.visit_budget == 0 {
+        // The requester's query ended before the scan's last page.
+        pinned.drop_scan(id);
+        return Ok(pb::PageResponse {
+            done: true,
+            ..Default::default()
+        });
+    }
     let Some((plan, snapshot, fragment, snapshot_ms)) = pinned.get(id) else {
         return Ok(pb::PageResponse {
             error: Some(pb::PageError {

@@ -372,7 +372,7 @@ impl Node {
             natives: &self.inner.natives,
             fragment_of,
             fragments: &self.inner.fragments,
-            cluster: self.inner.cluster.as_deref(),
+            cluster: self.inner.cluster.as_ref(),
         }
     }
 

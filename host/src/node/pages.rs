@@ -37,6 +37,10 @@ fn unavailable(message: String) -> ClusterError {
 }
 
 impl PageServer for NodePages {
+    fn pinned(&self) -> usize {
+        self.pinned.len()
+    }
+
     fn serve(
         &self,
         request: pb::PageRequest,

@@ -351,7 +351,12 @@ mod tests {
         let transport = HttpTransport::new(1, &peers, None);
         // Alone: one plain request.
         let alone = transport
-            .call(2, Service::Raft, Bytes::from_static(b"one"), Duration::from_secs(5))
+            .call(
+                2,
+                Service::Raft,
+                Bytes::from_static(b"one"),
+                Duration::from_secs(5),
+            )
             .await
             .unwrap();
         assert_eq!(&alone[..], b"one");

@@ -50,6 +50,7 @@ pub fn to_json(status: &ClusterStatus) -> Value {
         "members": members,
         "fragments": fragments,
         "metadata": metadata,
+        "pinned_scans": status.pinned_scans,
     })
 }
 
