@@ -228,12 +228,8 @@ impl Cluster {
                             message,
                             leader,
                         }) => match code.as_str() {
-                            // The member stepped down or is stopping:
-                            // try the leader it names, or the next replica.
-                            "not_leader" | "no_quorum" | "unavailable" => {
-                                hint = leader
-                                    .filter(|l| *l != node)
-                                    .or_else(|| self.next_replica(fragment, node));
+                            code if asks_elsewhere(code) => {
+                                hint = self.after(fragment, node, leader);
                                 reason = message;
                             }
                             "interrupted" => {
@@ -344,6 +340,11 @@ impl Cluster {
     }
 
     async fn answer(&self, request: Forward) -> Answer {
+        let request = match request {
+            // A continuation runs where its scan is pinned, leader or not.
+            Forward::Page(page) if page.scan != 0 => return self.answer_page(*page).await,
+            request => request,
+        };
         let fragment = match &request {
             Forward::Ping => return Answer::Pong(self.config.node_id),
             Forward::ProposeMeta(command) => {
@@ -353,10 +354,6 @@ impl Cluster {
                 return self
                     .answer_await_meta(*index, Duration::from_millis(*wait_ms))
                     .await;
-            }
-            // A continuation runs where its scan is pinned, leader or not.
-            Forward::Page(page) if page.scan != 0 => {
-                return self.answer_page((**page).clone()).await;
             }
             Forward::Page(page) => page.fragment,
             Forward::Write { fragment, .. }
@@ -542,6 +539,19 @@ impl Cluster {
         })
     }
 
+    /// Whom to ask about `fragment` after `node` answered that it cannot
+    /// serve it: the leader it named (`leader`), or the next replica.
+    pub(super) fn after(
+        &self,
+        fragment: FragmentId,
+        node: NodeId,
+        leader: Option<NodeId>,
+    ) -> Option<NodeId> {
+        leader
+            .filter(|l| *l != node)
+            .or_else(|| self.next_replica(fragment, node))
+    }
+
     /// The replica of `fragment` after `node` in placement order (wrapping),
     /// to try when `node` does not answer.
     pub(super) fn next_replica(&self, fragment: FragmentId, node: NodeId) -> Option<NodeId> {
@@ -665,6 +675,12 @@ fn group_failure(fragment: FragmentId, error: GroupError) -> ClusterError {
         },
         GroupError::Stopped { .. } => stopped(fragment, error),
     }
+}
+
+/// Whether a member's failure `code` means "ask another member": it does
+/// not lead the fragment, stepped down (lost its quorum) or is stopping.
+pub(super) fn asks_elsewhere(code: &str) -> bool {
+    matches!(code, "not_leader" | "no_quorum" | "unavailable")
 }
 
 pub(super) fn failure_of(error: &ClusterError) -> Answer {

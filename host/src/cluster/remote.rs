@@ -16,7 +16,7 @@ use ebb_proto::query::v1 as query;
 use tokio::time::Instant;
 
 use super::forward::{Answer, Forward, PageServer};
-use super::groups::{Cluster, ClusterError, RETRY_PAUSE, Replica, failure_of};
+use super::groups::{Cluster, ClusterError, RETRY_PAUSE, Replica, asks_elsewhere, failure_of};
 use crate::names::TableName;
 use crate::raft::NodeId;
 use crate::record::Version;
@@ -51,15 +51,13 @@ impl Cluster {
                     code,
                     message,
                     leader,
-                }) => match code.as_str() {
-                    "not_leader" | "no_quorum" | "unavailable" => {
-                        target = leader
-                            .filter(|l| *l != node)
-                            .or_else(|| self.next_replica(fragment, node));
-                        reason = message;
-                    }
-                    _ => return Err(ClusterError::Refused { code, message }),
-                },
+                }) if asks_elsewhere(&code) => {
+                    target = self.after(fragment, node, leader);
+                    reason = message;
+                }
+                Ok(Answer::Failure { code, message, .. }) => {
+                    return Err(ClusterError::Refused { code, message });
+                }
                 Ok(answer) => return Ok((node, answer)),
                 Err(error) => {
                     target = self.next_replica(fragment, node);

@@ -22,56 +22,77 @@ use crate::cluster::{Cluster, ClusterError};
 use crate::codec::{from_proto, to_proto};
 use crate::raft::NodeId;
 
-/// Where a partition's pages come from when another member holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A partition's scan pinned on the member that led its fragment when the
+/// query opened it. Dropped before its last page (a `LIMIT` met, an error,
+/// a response page that filled), it closes the scan there, in a task of
+/// its own, so the member drops it now rather than when it expires.
 pub(crate) struct RemoteScan {
-    /// The member that pinned the scan (the fragment's leader when opened).
-    pub node: NodeId,
-    /// The pinned scan's id on that member.
-    pub scan: u64,
-}
-
-/// Closes a pinned scan whose query ended before its last page (a `LIMIT`
-/// met, an error), so the member holding it drops it now rather than
-/// when it expires: dropped armed, it sends the close in a task of its own.
-pub(crate) struct Closer {
     cluster: Arc<Cluster>,
-    remote: RemoteScan,
+    /// The member that pinned the scan.
+    node: NodeId,
+    /// The pinned scan's id on that member.
+    scan: u64,
     fragment: u32,
-    armed: bool,
+    /// Whether the member still holds it (no last page yet).
+    open: bool,
 }
 
-impl Closer {
-    /// The scan ended on its own (its member dropped it with its last page).
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
+impl RemoteScan {
+    /// The member sent the last page and dropped the scan with it.
+    pub(crate) fn finished(&mut self) {
+        self.open = false;
+    }
+
+    /// The next page, after `resume_after`. The future borrows nothing.
+    pub(crate) fn next_page(
+        &self,
+        resume_after: Option<Arc<str>>,
+        budget: PageBudget,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<PageOutput, QueryError>> + Send + use<> {
+        let (cluster, node, fragment) = (self.cluster.clone(), self.node, self.fragment);
+        let request = pb::PageRequest {
+            fragment,
+            scan: self.scan,
+            resume_after: resume_after.map(|key| key.to_string()),
+            visit_budget: budget.visit.clamp(1, u32::MAX as usize) as u32,
+            max_bytes: budget.max_bytes as u64,
+            ..Default::default()
+        };
+        async move {
+            let answer = cluster.remote_page(node, request, deadline).await?;
+            if let Some(failure) = answer.error {
+                return Err(error_from_proto(fragment, node, failure));
+            }
+            output_from_proto(answer).map_err(|reason| {
+                QueryError::Cluster(ClusterError::Refused {
+                    code: "internal".into(),
+                    message: format!("node {node} sent a malformed page: {reason}"),
+                })
+            })
+        }
     }
 }
 
-impl Drop for Closer {
+impl Drop for RemoteScan {
     fn drop(&mut self) {
         // Outside a runtime, the scan expires on its member instead.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if !self.armed {
+        if !self.open {
             return;
         }
-        let (cluster, remote, fragment) = (self.cluster.clone(), self.remote, self.fragment);
-        runtime.spawn(async move {
-            cluster
-                .close_remote_scan(remote.node, fragment, remote.scan)
-                .await;
-        });
+        let (cluster, node, fragment, scan) =
+            (self.cluster.clone(), self.node, self.fragment, self.scan);
+        runtime.spawn(async move { cluster.close_remote_scan(node, fragment, scan).await });
     }
 }
 
-/// A remote partition as opened: `None` when the fragment holds no record
-/// of the table.
+/// A remote partition as opened: `remote` is `None` when the fragment
+/// holds no record of the table.
 pub(crate) struct Opened {
     pub remote: Option<RemoteScan>,
-    /// Closes the pinned scan if the query ends before its last page.
-    pub closer: Option<Closer>,
     pub revision: u64,
     pub incarnation: u64,
     pub visible: usize,
@@ -105,50 +126,17 @@ pub(crate) async fn open(request: &OpenRequest<'_>, fragment: u32) -> Result<Ope
     if let Some(failure) = answer.error {
         return Err(error_from_proto(fragment, node, failure));
     }
-    let remote = (answer.scan != 0).then_some(RemoteScan {
-        node,
-        scan: answer.scan,
-    });
     Ok(Opened {
-        remote,
-        closer: remote.map(|remote| Closer {
+        remote: (answer.scan != 0).then(|| RemoteScan {
             cluster: request.cluster.clone(),
-            remote,
+            node,
+            scan: answer.scan,
             fragment,
-            armed: true,
+            open: true,
         }),
         revision: answer.revision,
         incarnation: answer.incarnation,
         visible: answer.visible as usize,
-    })
-}
-
-/// The next page of `remote` (fragment `fragment`), after `resume_after`.
-pub(crate) async fn page(
-    cluster: &Cluster,
-    remote: RemoteScan,
-    fragment: u32,
-    resume_after: Option<Arc<str>>,
-    budget: PageBudget,
-    deadline: Instant,
-) -> Result<PageOutput, QueryError> {
-    let request = pb::PageRequest {
-        fragment,
-        scan: remote.scan,
-        resume_after: resume_after.map(|key| key.to_string()),
-        visit_budget: budget.visit.clamp(1, u32::MAX as usize) as u32,
-        max_bytes: budget.max_bytes as u64,
-        ..Default::default()
-    };
-    let answer = cluster.remote_page(remote.node, request, deadline).await?;
-    if let Some(failure) = answer.error {
-        return Err(error_from_proto(fragment, remote.node, failure));
-    }
-    output_from_proto(answer).map_err(|reason| {
-        QueryError::Cluster(ClusterError::Refused {
-            code: "internal".into(),
-            message: format!("node {} sent a malformed page: {reason}", remote.node),
-        })
     })
 }
 

@@ -188,7 +188,6 @@ impl<'a> Query<'a> {
         let snapshot_ms = now_ms();
         let mut schedule = Schedule::new(
             ctx.fragments,
-            ctx.cluster.map(|c| &**c),
             ctx.plugins.runtime(),
             logical,
             ctx.budgets,

@@ -12,7 +12,7 @@ use super::cursor::InvalidCursor;
 use super::error::QueryError;
 use super::page::OutRow;
 use super::physical::{PhysicalPlan, Strategy};
-use super::remote::{self, Closer, OpenRequest, Opened, RemoteScan};
+use super::remote::{self, OpenRequest, Opened, RemoteScan};
 use crate::fragment::Fragment;
 use crate::fragment::partition::PartitionSnapshot;
 use crate::names::TableName;
@@ -25,8 +25,6 @@ pub(crate) struct Scan {
     /// The scan pinned on the member that leads the fragment, when this
     /// member holds no replica of it (in a cluster).
     pub remote: Option<RemoteScan>,
-    /// Closes the remote scan if the query ends before its last page.
-    pub closer: Option<Closer>,
     /// Records visible in the snapshot.
     pub visible: usize,
     pub revision: u64,
@@ -91,33 +89,24 @@ pub(crate) async fn open(
     }
     let mut scans = Vec::new();
     for &fragment in &plan.fragments {
-        let (snapshot, remote, closer, revision, incarnation, visible) =
-            match opened.remove(&fragment) {
-                Some(o) => (
-                    None,
-                    o.remote,
-                    o.closer,
-                    o.revision,
-                    o.incarnation,
-                    o.visible,
-                ),
-                None => {
-                    let snapshot = snapshot(
-                        &fragments[fragment as usize],
-                        &plan.logical.table,
-                        snapshot_ms,
-                    );
-                    let (revision, incarnation, visible) = snapshot
-                        .as_ref()
-                        .map_or((0, 0, 0), |s| (s.revision, s.incarnation, s.visible));
-                    (snapshot, None, None, revision, incarnation, visible)
-                }
-            };
+        let (snapshot, remote, revision, incarnation, visible) = match opened.remove(&fragment) {
+            Some(o) => (None, o.remote, o.revision, o.incarnation, o.visible),
+            None => {
+                let snapshot = snapshot(
+                    &fragments[fragment as usize],
+                    &plan.logical.table,
+                    snapshot_ms,
+                );
+                let (revision, incarnation, visible) = snapshot
+                    .as_ref()
+                    .map_or((0, 0, 0), |s| (s.revision, s.incarnation, s.visible));
+                (snapshot, None, revision, incarnation, visible)
+            }
+        };
         let mut scan = Scan {
             fragment,
             snapshot,
             remote,
-            closer,
             visible,
             revision,
             incarnation,

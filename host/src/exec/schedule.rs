@@ -11,10 +11,8 @@ use ebb_query::{Plan, Value};
 
 use super::error::{self, QueryError};
 use super::page::{OutRow, PageBudget, PageOutput, run_page};
-use super::remote;
 use super::scan::Scan;
 use super::{QueryBudgets, QueryStats};
-use crate::cluster::Cluster;
 use crate::fragment::Fragment;
 use crate::fragment::partition::PartitionSnapshot;
 use crate::plugin::PluginRuntime;
@@ -22,8 +20,6 @@ use crate::plugin::PluginRuntime;
 /// A running query's pages and budgets.
 pub(crate) struct Schedule<'a> {
     fragments: &'a [Fragment],
-    /// The cluster, for pages of partitions held on other members.
-    cluster: Option<&'a Cluster>,
     runtime: &'a Arc<PluginRuntime>,
     plan: Arc<Plan>,
     budgets: QueryBudgets,
@@ -89,11 +85,10 @@ pub(crate) async fn run_admitted(
 
 impl<'a> Schedule<'a> {
     /// The schedule of `plan` over `fragments` (and, in a cluster, the
-    /// partitions `cluster`'s other members hold), reading the partitions
-    /// as of `snapshot_ms`, started now.
+    /// remote scans of partitions other members hold), reading the
+    /// partitions as of `snapshot_ms`, started now.
     pub(crate) fn new(
         fragments: &'a [Fragment],
-        cluster: Option<&'a Cluster>,
         runtime: &'a Arc<PluginRuntime>,
         plan: Arc<Plan>,
         budgets: QueryBudgets,
@@ -101,7 +96,6 @@ impl<'a> Schedule<'a> {
     ) -> Self {
         Self {
             fragments,
-            cluster,
             runtime,
             plan,
             budgets,
@@ -179,12 +173,13 @@ impl<'a> Schedule<'a> {
         };
         let snapshot_ms = self.snapshot_ms;
         let (fragments, runtime) = (self.fragments, self.runtime);
-        let (cluster, remote, deadline) = (self.cluster, scan.remote, self.deadline());
+        let remote = scan
+            .remote
+            .as_ref()
+            .map(|remote| remote.next_page(resume.clone(), budget, self.deadline()));
         async move {
-            if let (Some(cluster), Some(remote)) = (cluster, remote) {
-                let page =
-                    remote::page(cluster, remote, fragment, resume, budget, deadline).await?;
-                return Ok((i, page));
+            if let Some(remote) = remote {
+                return Ok((i, remote.await?));
             }
             let Some(snapshot) = snapshot else {
                 return Ok((
@@ -214,10 +209,9 @@ impl<'a> Schedule<'a> {
         scan.resume_after = page.resume_after.clone();
         scan.done = page.done;
         if page.done
-            && let Some(closer) = &mut scan.closer
+            && let Some(remote) = &mut scan.remote
         {
-            // The member dropped the scan with its last page.
-            closer.disarm();
+            remote.finished();
         }
         scan.budget = scan
             .budget
