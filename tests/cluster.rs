@@ -433,12 +433,17 @@ fn a_member_away_while_the_log_is_purged_catches_up_from_a_snapshot() {
 }
 
 #[test]
-fn two_of_three_down_answers_no_quorum_promptly_and_loses_nothing() {
+fn two_of_three_down_answers_no_quorum_promptly_serves_bounded_stale_reads_and_loses_nothing() {
     let mut cluster = Cluster::start(3, &[]);
     for k in 0..20 {
         let answer = put(cluster.url(k % 3), "t", &format!("k{k}"), "before");
         assert_eq!(answer.status, 200, "{}", answer.text());
     }
+    // A linearizable query on member 1 confirms a read index of every
+    // fragment (it holds them all): reads allowing staleness can be
+    // served from that confirmation while the quorum is gone.
+    let confirmed = Instant::now();
+    assert_eq!(sql_rows(cluster.url(0), "SELECT count(*) FROM t")[0][0], 20);
     cluster.kill(1);
     cluster.kill(2);
     let started = Instant::now();
@@ -458,6 +463,48 @@ fn two_of_three_down_answers_no_quorum_promptly_and_loses_nothing() {
         "no_quorum",
         "a linearizable read needs a quorum too"
     );
+    // A follower read within a generous bound answers from member 1's own
+    // replica, and says how old its data may be.
+    let stale = call(
+        "GET",
+        &format!(
+            "{}/v1/tables/t/keys/k0?max_staleness_ms=600000",
+            cluster.url(0)
+        ),
+        &[],
+        None,
+    );
+    assert_eq!(stale.status, 200, "{}", stale.text());
+    assert_eq!(stale.text(), "before");
+    let age: u128 = stale.header("ebb-staleness-ms").unwrap().parse().unwrap();
+    assert!(
+        age <= confirmed.elapsed().as_millis() + 1,
+        "the data's age bound {age} ms is older than the confirmation"
+    );
+    let counted = sql_post(
+        cluster.url(0),
+        &serde_json::json!({ "sql": "SELECT count(*) FROM t", "max_staleness_ms": 600000 }),
+    );
+    assert_eq!(counted.status, 200, "{}", counted.text());
+    assert_eq!(counted.json()["rows"][0][0], 20);
+    // A bound the confirmation is older than needs the quorum again.
+    let too_fresh = call(
+        "GET",
+        &format!("{}/v1/tables/t/keys/k0?max_staleness_ms=1", cluster.url(0)),
+        &[],
+        None,
+    );
+    assert_eq!(too_fresh.code(), "no_quorum", "{}", too_fresh.text());
+    let too_old = call(
+        "GET",
+        &format!(
+            "{}/v1/tables/t/keys/k0?max_staleness_ms=86400001",
+            cluster.url(0)
+        ),
+        &[],
+        None,
+    );
+    assert_eq!(too_old.status, 400, "{}", too_old.text());
     cluster.restart(1);
     cluster.restart(2);
     cluster.wait_for_leaders();
@@ -885,4 +932,157 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
+}
+
+/// The dead letters of `table` member `url` lists (its replicas' store).
+fn dead_letter_count(url: &str, table: &str) -> usize {
+    let answer = call(
+        "GET",
+        &format!("{url}/v1/tables/{table}/expiry/dead-letters?limit=1000"),
+        &[],
+        None,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    answer.json()["dead_letters"].as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn dead_letters_are_redriven_and_pending_events_discarded_through_any_member() {
+    const KEYS: usize = 8;
+    let cluster = Cluster::start(3, &[]);
+    let upload = |member: usize, module: &str| {
+        let bytes = std::fs::read(common::wasm(module)).unwrap();
+        let answer = call(
+            "PUT",
+            &format!("{}/v1/plugins/handler", cluster.url(member)),
+            &[],
+            Some(&bytes),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    };
+    let bind = |member: usize, max_attempts: u32| {
+        let body = format!(
+            r#"{{"plugin": "handler", "function": "copy", "max_attempts": {max_attempts}}}"#
+        );
+        let answer = call(
+            "PUT",
+            &format!("{}/v1/tables/jobs/expiry-handler", cluster.url(member)),
+            &[("content-type", "application/json")],
+            Some(body.as_bytes()),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    };
+    let expire = |prefix: &str, value: &str| {
+        for k in 0..KEYS {
+            let answer = call(
+                "PUT",
+                &format!(
+                    "{}/v1/tables/jobs/keys/{prefix}{k}?ttl_ms=50",
+                    cluster.url(k % 3)
+                ),
+                &[],
+                Some(value.as_bytes()),
+            );
+            assert_eq!(answer.status, 200, "{}", answer.text());
+        }
+    };
+    let everywhere = |what: &str, check: &dyn Fn(&str) -> bool| {
+        wait_until(WAIT, what, || (0..3).all(|i| check(cluster.url(i))));
+    };
+
+    // Events of every fragment fail once and become dead letters on every
+    // replica.
+    upload(0, "ebb_test_flaky");
+    bind(1, 1);
+    expire("d", "fail me");
+    everywhere("every event dead on every member", &|url| {
+        dead_letter_count(url, "jobs") == KEYS
+    });
+    let listing = format!("{}/v1/tables/jobs/expiry/dead-letters", cluster.url(2));
+    let first = call("GET", &listing, &[], None).json();
+    let id = first["dead_letters"][0]["id"].as_str().unwrap().to_string();
+
+    // Redriven by id from a member that may not lead its fragment: it
+    // fails again and is dead again, once.
+    let one = call(
+        "POST",
+        &format!("{listing}/redrive"),
+        &[],
+        Some(format!(r#"{{"ids": ["{id}"]}}"#).as_bytes()),
+    );
+    assert_eq!(one.status, 200, "{}", one.text());
+    assert_eq!(one.json()["redriven"], 1, "{}", one.text());
+    everywhere("the redriven event dead again", &|url| {
+        let page = call(
+            "GET",
+            &format!("{url}/v1/tables/jobs/expiry/dead-letters?limit=1000"),
+            &[],
+            None,
+        )
+        .json();
+        let dead = page["dead_letters"].as_array().unwrap();
+        dead.len() == KEYS
+            && dead
+                .iter()
+                .any(|event| event["id"] == id.as_str() && event["attempts"] == 1)
+    });
+
+    // Fixed, and every dead letter redriven through another member: each
+    // is handled once more and leaves every replica's dead letters.
+    upload(0, "ebb_plugin_archive");
+    let all = call(
+        "POST",
+        &format!(
+            "{}/v1/tables/jobs/expiry/dead-letters/redrive",
+            cluster.url(1)
+        ),
+        &[],
+        Some(b"{}"),
+    );
+    assert_eq!(all.status, 200, "{}", all.text());
+    assert_eq!(
+        all.json(),
+        serde_json::json!({"redriven": KEYS, "more": false}),
+        "{}",
+        all.text()
+    );
+    wait_until(WAIT, "every redriven event archived", || {
+        (0..KEYS).all(|k| get(cluster.url(2), "jobs_archive", &format!("d{k}")).status == 200)
+    });
+    everywhere("no dead letters left", &|url| {
+        dead_letter_count(url, "jobs") == 0
+    });
+
+    // Events retried far apart wait in the outbox; unbinding with
+    // discard_pending deletes them on every replica, undelivered.
+    upload(2, "ebb_test_flaky");
+    bind(0, 1000);
+    expire("p", "fail later");
+    everywhere("the events pending on every member", &|url| {
+        expiry_status(url, "jobs")["status"]["stored_events"] == KEYS
+    });
+    let unbind = call(
+        "DELETE",
+        &format!(
+            "{}/v1/tables/jobs/expiry-handler?discard_pending=true",
+            cluster.url(2)
+        ),
+        &[],
+        None,
+    );
+    assert_eq!(unbind.status, 200, "{}", unbind.text());
+    everywhere("no binding and no event left", &|url| {
+        call(
+            "GET",
+            &format!("{url}/v1/tables/jobs/expiry-handler"),
+            &[],
+            None,
+        )
+        .status
+            == 404
+    });
+    for k in 0..KEYS {
+        let archived = get(cluster.url(0), "jobs_archive", &format!("p{k}"));
+        assert_eq!(archived.status, 404, "p{k} was never handled");
+    }
 }

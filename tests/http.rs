@@ -30,6 +30,19 @@ fn keys_can_be_put_read_and_deleted() {
     assert_eq!(get.header("ebb-version"), Some(version.as_str()));
     assert_eq!(get.header("content-type"), Some("application/octet-stream"));
     assert_eq!(get.header("ebb-expires-at"), None);
+    assert_eq!(get.header("ebb-staleness-ms"), None);
+    // A read allowing staleness: a single node is always current.
+    let stale = call("GET", &format!("{url}?max_staleness_ms=250"), &[], None);
+    assert_eq!(stale.body, b"\x00binary\xff");
+    assert_eq!(stale.header("ebb-staleness-ms"), Some("0"));
+    let unbounded = call(
+        "GET",
+        &format!("{url}?max_staleness_ms=86400001"),
+        &[],
+        None,
+    );
+    assert_eq!(unbounded.status, 400, "{}", unbounded.text());
+    assert!(unbounded.text().contains("max_staleness_ms"));
 
     let tables = call("GET", &format!("{}/v1/tables", server.url), &[], None);
     assert_eq!(

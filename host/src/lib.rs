@@ -41,4 +41,4 @@ pub use node::error::{Error, OpenError, ShutdownError};
 pub use node::table::Table;
 pub use node::{BackupError, BackupReport, BootStats, Node, NodeHealth, PluginChange, TableInfo};
 pub use record::{Record, RecordKind, RecordView, Version, own_writer};
-pub use write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, InvalidTtl, PutOptions};
+pub use write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, InvalidTtl, PutOptions, Read};

@@ -149,6 +149,17 @@ pub struct Entry {
     pub expires_at_ms: Option<u64>,
 }
 
+/// A key read that may allow staleness: the record, and how old the data
+/// it was read from may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    /// The visible record, `None` when absent, deleted or expired.
+    pub entry: Option<Entry>,
+    /// Upper bound on the data's age: every write acknowledged longer ago
+    /// than this is reflected. Zero for a linearizable read.
+    pub staleness: std::time::Duration,
+}
+
 /// One operation of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchOp {

@@ -1,6 +1,7 @@
 //! Requests one member forwards to another (a write to its fragment's
 //! leader, a read index, a ping, a metadata change and the wait for it, a
-//! page of a fragment held elsewhere) and their answers, to and from
+//! page of a fragment held elsewhere, a redrive or discard of expiry
+//! events) and their answers, to and from
 //! `ebb.cluster.v1`; and [`PageServer`], the executor that answers pages.
 
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use ebb_proto::query::v1 as query;
 use futures::future::BoxFuture;
 
 use super::error::ClusterError;
+use super::outbox::{OutboxDone, OutboxRequest};
 use crate::fragment::command::{version_message, version_of};
 use crate::fragment::state::Mutation;
 use crate::names::{TableName, validate_key};
@@ -67,6 +69,9 @@ pub(crate) enum Forward {
     /// a scan for the fragment's leader, or continuing one on the member
     /// that pinned it.
     Page(Box<query::PageRequest>),
+    /// A redrive or discard of one table's expiry events in one fragment,
+    /// for the fragment's leader.
+    Outbox(OutboxRequest),
 }
 
 /// A member's answer.
@@ -101,6 +106,8 @@ pub(crate) enum Answer {
     },
     /// A page (or the failure of a query's page, in its `error`).
     Page(Box<query::PageResponse>),
+    /// What an outbox request did.
+    OutboxDone(OutboxDone),
     /// The member could not serve the request.
     Failure {
         /// An error code of the HTTP contract, or `not_leader`.
@@ -193,6 +200,7 @@ impl Forward {
                 key: key.to_string(),
             }),
             Forward::Page(page) => pb::forward_request::Request::Page((**page).clone()),
+            Forward::Outbox(request) => pb::forward_request::Request::Outbox(request.to_pb()),
         };
         pb::ForwardRequest {
             request: Some(request),
@@ -248,6 +256,11 @@ impl Forward {
                     }
                 }
                 pb::forward_request::Request::Page(page) => Forward::Page(Box::new(page)),
+                pb::forward_request::Request::Outbox(op) => {
+                    Forward::Outbox(OutboxRequest::from_pb(op).ok_or_else(|| {
+                        malformed("an outbox request without a table or an action")
+                    })?)
+                }
             },
         )
     }
@@ -291,6 +304,10 @@ impl Answer {
                 pb::forward_response::Response::MetaApplied(pb::MetaApplied { applied })
             }
             Answer::Page(page) => pb::forward_response::Response::Page(*page),
+            Answer::OutboxDone(done) => pb::forward_response::Response::Outbox(pb::OutboxDone {
+                count: done.count as u64,
+                more: done.more,
+            }),
             Answer::Failure {
                 code,
                 message,
@@ -336,6 +353,10 @@ impl Answer {
                     Answer::MetaApplied(applied.applied)
                 }
                 pb::forward_response::Response::Page(page) => Answer::Page(Box::new(page)),
+                pb::forward_response::Response::Outbox(done) => Answer::OutboxDone(OutboxDone {
+                    count: done.count as usize,
+                    more: done.more,
+                }),
                 pb::forward_response::Response::Failure(failure) => Answer::Failure {
                     code: failure.code,
                     message: failure.message,
@@ -349,6 +370,7 @@ impl Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::outbox::OutboxAction;
 
     #[test]
     fn requests_and_answers_round_trip() {
@@ -391,6 +413,27 @@ mod tests {
                 resume_after: Some("k".into()),
                 ..Default::default()
             })),
+            Forward::Outbox(OutboxRequest {
+                table: TableName::new("jobs").unwrap(),
+                fragment: 5,
+                action: OutboxAction::Redrive {
+                    ids: Some(vec![vec![1, 2], vec![3]]),
+                    limit: 10_000,
+                },
+            }),
+            Forward::Outbox(OutboxRequest {
+                table: TableName::new("jobs").unwrap(),
+                fragment: 0,
+                action: OutboxAction::Redrive {
+                    ids: None,
+                    limit: 7,
+                },
+            }),
+            Forward::Outbox(OutboxRequest {
+                table: TableName::new("jobs").unwrap(),
+                fragment: 2,
+                action: OutboxAction::Discard,
+            }),
         ];
         for request in requests {
             assert_eq!(Forward::decode(&request.encode()).unwrap(), request);
@@ -431,6 +474,10 @@ mod tests {
                 done: true,
                 ..Default::default()
             })),
+            Answer::OutboxDone(OutboxDone {
+                count: 12,
+                more: true,
+            }),
         ];
         for answer in answers {
             assert_eq!(Answer::decode(&answer.clone().encode()).unwrap(), answer);

@@ -14,6 +14,7 @@ use super::config::ClusterConfig;
 pub use super::error::ClusterError;
 use super::forward::{Answer, Forward, PageServer};
 use super::meta::{self, MetaMachine, Metadata};
+use super::outbox::OutboxServer;
 
 use crate::clock::now_ms;
 use crate::fragment::command::{Applied, Command};
@@ -39,6 +40,10 @@ const SUPERSEDED_RETRIES: usize = 3;
 pub(super) struct Replica {
     pub(super) state: Arc<FragmentState>,
     pub(super) group: Group<FragmentState>,
+    /// When the newest read index this replica has applied was asked for:
+    /// every write acknowledged before then is in this replica (see
+    /// `Cluster::read_within`). `None` until the first linearizable read.
+    pub(super) confirmed: parking_lot::Mutex<Option<Instant>>,
 }
 
 /// The groups of this node and the way to other members.
@@ -52,6 +57,9 @@ pub struct Cluster {
     writer: LogWriter,
     /// The executor serving other members' pages, once the node is built.
     pub(super) pages: OnceLock<Arc<dyn PageServer>>,
+    /// The expiry machinery carrying out outbox requests, once the node is
+    /// built.
+    pub(super) outboxes: OnceLock<Arc<dyn OutboxServer>>,
 }
 
 /// One member as this node sees it.
@@ -127,7 +135,14 @@ impl Cluster {
             .await;
             match started {
                 Ok(group) => {
-                    replicas.insert(fragment, Replica { state, group });
+                    replicas.insert(
+                        fragment,
+                        Replica {
+                            state,
+                            group,
+                            confirmed: parking_lot::Mutex::new(None),
+                        },
+                    );
                 }
                 Err(error) => {
                     // Stop what started, so a failed open leaves nothing running.
@@ -148,6 +163,7 @@ impl Cluster {
             transport,
             writer,
             pages: OnceLock::new(),
+            outboxes: OnceLock::new(),
         })
     }
 
@@ -258,57 +274,6 @@ impl Cluster {
         self.replicas.contains_key(&fragment)
     }
 
-    /// Wait until a linearizable read of `fragment` may be served from this
-    /// node's replica: its leader confirmed leadership with a quorum and
-    /// this replica applied everything committed before the read.
-    pub(crate) async fn linearize(&self, fragment: FragmentId) -> Result<(), ClusterError> {
-        let deadline = Instant::now() + self.config.quorum_timeout;
-        let Some(replica) = self.replicas.get(&fragment) else {
-            return Err(ClusterError::Refused {
-                code: "not_replicated_here".into(),
-                message: format!(
-                    "fragment {fragment} has no replica on node {} to read (its reads go to the fragment's leader)",
-                    self.config.node_id
-                ),
-            });
-        };
-        let mut reason = String::from("no leader known");
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            match replica.group.leader() {
-                Some(node) if node == self.config.node_id => {
-                    match tokio::time::timeout(remaining, replica.group.read_index()).await {
-                        Ok(Ok(_)) => return Ok(()),
-                        Ok(Err(error)) => reason = error.to_string(),
-                        Err(_) => reason = "the leader could not confirm a quorum".into(),
-                    }
-                }
-                Some(node) => {
-                    match self
-                        .forward(node, &Forward::ReadIndex { fragment }, deadline)
-                        .await
-                    {
-                        Ok(Answer::ReadIndex(index)) => {
-                            let remaining = deadline.saturating_duration_since(Instant::now());
-                            if replica.group.wait_applied(index, remaining).await {
-                                return Ok(());
-                            }
-                            reason = format!("this replica did not apply entry {index} in time");
-                        }
-                        Ok(Answer::Failure { message, .. }) => reason = message,
-                        Ok(other) => reason = format!("node {node} answered {other:?}"),
-                        Err(error) => reason = error.to_string(),
-                    }
-                }
-                None => {}
-            }
-            if Instant::now() + RETRY_PAUSE >= deadline {
-                return Err(self.no_quorum(fragment, reason));
-            }
-            tokio::time::sleep(RETRY_PAUSE).await;
-        }
-    }
-
     /// Serve a Raft RPC from a member (`ebb.raft.v1.RaftRequest` bytes).
     pub async fn serve_raft(&self, body: &[u8]) -> Bytes {
         let response = match RaftRequest::decode(body) {
@@ -356,6 +321,7 @@ impl Cluster {
                     .await;
             }
             Forward::Page(page) => page.fragment,
+            Forward::Outbox(request) => request.fragment,
             Forward::Write { fragment, .. }
             | Forward::ReadIndex { fragment }
             | Forward::Get { fragment, .. } => *fragment,
@@ -423,6 +389,7 @@ impl Cluster {
                 }
             }
             Forward::Page(page) => self.answer_open(replica, *page).await,
+            request @ Forward::Outbox(_) => self.answer_outbox(replica, request).await,
             Forward::Ping | Forward::ProposeMeta(_) | Forward::AwaitMeta { .. } => {
                 unreachable!("answered above")
             }

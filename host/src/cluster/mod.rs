@@ -1,7 +1,8 @@
 //! The cluster's own logic, apart from consensus: its settings, where each
 //! fragment's replicas live, the requests members forward to each other,
 //! the node's groups with the routing of requests to their leaders, and
-//! the metadata group (plugins) on every member, and reads of fragments
+//! the metadata group (plugins) on every member, reads from this member's
+//! replicas (linearizable or within a staleness bound) and of fragments
 //! held elsewhere.
 //! See docs/cluster.md.
 
@@ -12,7 +13,9 @@ mod forward;
 mod groups;
 mod meta;
 mod meta_group;
+mod outbox;
 mod placement;
+mod reads;
 mod remote;
 
 pub use config::{
@@ -23,4 +26,6 @@ pub(crate) use groups::WriteFailure;
 pub use groups::{Cluster, ClusterError, ClusterStatus, FragmentStatus, MemberStatus};
 pub use meta::{MetaCommand, MetaOutcome, Metadata};
 pub use meta_group::{META_TIMEOUT, MetaChange, SPREAD_TIMEOUT};
+pub use outbox::{OutboxAction, OutboxDone, OutboxRequest, OutboxServer};
 pub use placement::{PlacementError, place, replicas};
+pub use reads::{MAX_STALENESS, check_staleness};

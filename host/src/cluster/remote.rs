@@ -36,7 +36,7 @@ impl Cluster {
     /// timeout or `deadline`. The member that answered and its answer;
     /// [`ClusterError::NoQuorum`] when none did in time, the leader's
     /// refusal as [`ClusterError::Refused`].
-    async fn ask_leader(
+    pub(super) async fn ask_leader(
         &self,
         fragment: FragmentId,
         request: &Forward,

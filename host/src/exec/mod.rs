@@ -78,6 +78,11 @@ pub struct QueryRequest {
     pub cursor: Option<String>,
     /// Consistency of continuations (default guarded).
     pub consistency: Option<Consistency>,
+    /// In a cluster, how old the data of fragments this member holds a
+    /// replica of may be (at most [`crate::cluster::MAX_STALENESS`]):
+    /// `None` reads them linearizably. Fragments held elsewhere are read
+    /// from their leaders either way; a single node is always current.
+    pub max_staleness: Option<std::time::Duration>,
 }
 
 /// Query budgets: exceeding one fails the query with an error naming it.

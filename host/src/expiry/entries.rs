@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::outbox::Outbox;
 use crate::names::TableName;
 use crate::store::outbox::{dead_letter_key, dead_letter_prefix, outbox_key, outbox_seq};
-use crate::store::{Family, FamilyWrite, KvStore, PendingEvent, StoreError};
+use crate::store::{Family, FamilyWrite, FragmentId, KvStore, PendingEvent, StoreError};
 
 /// Every event in the outbox, in key order, and the highest sequence seen.
 pub(crate) fn load_outbox(store: &dyn KvStore) -> Result<(Vec<PendingEvent>, u64), StoreError> {
@@ -24,7 +24,7 @@ pub(crate) fn load_outbox(store: &dyn KvStore) -> Result<(Vec<PendingEvent>, u64
 /// The events of `fragment` in the outbox, in key order.
 pub(crate) fn load_fragment_outbox(
     store: &dyn KvStore,
-    fragment: crate::store::FragmentId,
+    fragment: FragmentId,
 ) -> Result<Vec<PendingEvent>, StoreError> {
     let mut events = Vec::new();
     let prefix = crate::store::outbox::outbox_prefix(fragment);
@@ -117,31 +117,84 @@ pub(crate) fn redrive(
     table: &TableName,
     ids: Option<&[Vec<u8>]>,
 ) -> Result<(Vec<PendingEvent>, bool), StoreError> {
-    let mut dead = Vec::new();
-    let mut more = false;
-    match ids {
-        Some(ids) => {
-            for id in ids {
-                let key = dead_letter_key(table, id);
-                store.scan_family(Family::DeadLetters, &key, &mut |k, v| {
-                    if k == key.as_slice() {
-                        dead.push(PendingEvent::decode(k, v)?);
-                    }
-                    Ok(())
-                })?;
-            }
-        }
-        None => {
-            let page = list_dead_letters(store, table, None, MAX_REDRIVE)?;
-            more = page.next.is_some();
-            dead = page.events;
-        }
+    let (dead, more) = dead_letters_to_redrive(store, table, None, ids, MAX_REDRIVE)?;
+    let (writes, revived) = revive(dead, || outbox.next_seq());
+    if !writes.is_empty() {
+        store.write_entries(&writes, true)?;
     }
+    Ok((revived, more))
+}
+
+/// The dead letters of `table` a redrive moves: those of `fragment` (of
+/// every fragment when `None`) with the given `ids`, or else the first
+/// `limit` by id; and whether more remain.
+pub(crate) fn dead_letters_to_redrive(
+    store: &dyn KvStore,
+    table: &TableName,
+    fragment: Option<FragmentId>,
+    ids: Option<&[Vec<u8>]>,
+    limit: usize,
+) -> Result<(Vec<PendingEvent>, bool), StoreError> {
+    let ours = |event: &PendingEvent| fragment.is_none_or(|f| event.stored.fragment == f);
+    let mut dead = Vec::new();
+    if let Some(ids) = ids {
+        for id in ids {
+            let key = dead_letter_key(table, id);
+            store.scan_family(Family::DeadLetters, &key, &mut |k, v| {
+                if k == key.as_slice() {
+                    let event = PendingEvent::decode(k, v)?;
+                    if ours(&event) {
+                        dead.push(event);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        return Ok((dead, false));
+    }
+    if fragment.is_none() {
+        let page = list_dead_letters(store, table, None, limit)?;
+        return Ok((page.events, page.next.is_some()));
+    }
+    let mut more = false;
+    store
+        .scan_family(
+            Family::DeadLetters,
+            &dead_letter_prefix(table),
+            &mut |k, v| {
+                let event = PendingEvent::decode(k, v)?;
+                if !ours(&event) {
+                    return Ok(());
+                }
+                if dead.len() == limit {
+                    more = true;
+                    // Stop the scan: nothing after this is needed.
+                    return Err(StoreError::Closed);
+                }
+                dead.push(event);
+                Ok(())
+            },
+        )
+        .or_else(|error| match error {
+            StoreError::Closed if more => Ok(()),
+            other => Err(other),
+        })?;
+    Ok((dead, more))
+}
+
+/// The writes that move `dead` back into the outbox as fresh events
+/// (attempt 0, each under a sequence number from `next_seq`): a dead
+/// letter delete and an outbox put per event; and the events as they are
+/// now pending.
+pub(crate) fn revive(
+    dead: Vec<PendingEvent>,
+    mut next_seq: impl FnMut() -> u64,
+) -> (Vec<FamilyWrite>, Vec<PendingEvent>) {
     let mut writes = Vec::with_capacity(dead.len() * 2);
     let mut revived = Vec::with_capacity(dead.len());
     for mut event in dead {
         writes.push(FamilyWrite::Delete(Family::DeadLetters, event.key.clone()));
-        event.key = outbox_key(event.stored.fragment, outbox.next_seq());
+        event.key = outbox_key(event.stored.fragment, next_seq());
         event.event_mut().attempt = 0;
         event.stored.dead_at_ms = 0;
         writes.push(FamilyWrite::Put(
@@ -151,10 +204,18 @@ pub(crate) fn redrive(
         ));
         revived.push(event);
     }
-    if !writes.is_empty() {
-        store.write_entries(&writes, true)?;
-    }
-    Ok((revived, more))
+    (writes, revived)
+}
+
+/// The pending events of `table` in `fragment`'s outbox.
+pub(crate) fn pending_of(
+    store: &dyn KvStore,
+    table: &TableName,
+    fragment: FragmentId,
+) -> Result<Vec<PendingEvent>, StoreError> {
+    let mut events = load_fragment_outbox(store, fragment)?;
+    events.retain(|event| event.table == *table);
+    Ok(events)
 }
 
 /// Delete `events` from the outbox (fsynced).
@@ -237,6 +298,50 @@ mod tests {
         assert_eq!((counts.get(&table), counts[&other]), (None, 1));
         delete_from_outbox(&store, &loaded).unwrap();
         assert!(load_outbox(&store).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn a_fragment_s_redrive_takes_only_its_dead_letters_up_to_the_limit() {
+        let store = MemoryStore::new();
+        let table = TableName::new("t").unwrap();
+        let events: Vec<PendingEvent> = (0..6)
+            .map(|i| {
+                let mut event = dead(&table, &format!("k{i}"));
+                event.stored.fragment = i % 2;
+                event
+            })
+            .collect();
+        let puts: Vec<FamilyWrite> = events
+            .iter()
+            .map(|e| FamilyWrite::Put(Family::DeadLetters, e.key.clone(), e.encode()))
+            .collect();
+        store.write_entries(&puts, true).unwrap();
+        let of = |fragment, ids: Option<&[Vec<u8>]>, limit| {
+            dead_letters_to_redrive(&store, &table, Some(fragment), ids, limit).unwrap()
+        };
+        let (odd, more) = of(1, None, 10);
+        assert!(!more);
+        assert_eq!(odd.len(), 3);
+        assert!(odd.iter().all(|e| e.stored.fragment == 1));
+        let (two, more) = of(0, None, 2);
+        assert_eq!((two.len(), more), (2, true), "the limit met, more remain");
+        let ids: Vec<Vec<u8>> = events.iter().map(|e| e.event().id.to_vec()).collect();
+        let (by_id, _) = of(0, Some(&ids), 10);
+        assert_eq!(by_id.len(), 3, "ids of other fragments are left to them");
+
+        let mut seq = 40;
+        let (writes, revived) = revive(odd, || {
+            seq += 1;
+            seq
+        });
+        assert_eq!(writes.len(), 6, "a delete and a put per event");
+        assert_eq!(outbox_seq(&revived[2].key), Some(43));
+        assert!(revived.iter().all(|e| e.event().attempt == 0));
+        store.write_entries(&writes, true).unwrap();
+        assert_eq!(pending_of(&store, &table, 1).unwrap().len(), 3);
+        assert!(pending_of(&store, &table, 0).unwrap().is_empty());
+        let other = TableName::new("u").unwrap();
+        assert!(pending_of(&store, &other, 1).unwrap().is_empty());
     }
 
     #[test]

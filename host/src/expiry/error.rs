@@ -2,6 +2,7 @@
 //! one delivery failed ([`Failure`]), which decides whether the failure
 //! costs the events an attempt.
 
+use crate::cluster::ClusterError;
 use crate::names::NameError;
 use crate::plugin::PluginCallError;
 use crate::plugin::threads::WorkFailed;
@@ -25,9 +26,10 @@ pub enum ExpiryError {
     /// The node is shutting down.
     #[error("the node is shutting down")]
     ShuttingDown,
-    /// An operation a cluster member does not offer yet (it names it).
-    #[error("{0} is not available in a cluster yet (docs/cluster.md, \"What remains\")")]
-    NotInCluster(String),
+    /// In a cluster: a fragment's leader could not carry out its part of a
+    /// redrive or discard (no quorum, refused, unreachable).
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
     /// In a cluster: the change could not be committed (no quorum of the
     /// metadata group, or it stopped); `code` is the contract's.
     #[error("{message}")]
@@ -49,8 +51,10 @@ impl ExpiryError {
             ExpiryError::Conflict(_) => "conflict",
             ExpiryError::Store(_) => "not_durable",
             ExpiryError::ShuttingDown => "shutting_down",
-            ExpiryError::NotInCluster(_) => "not_in_cluster",
             ExpiryError::Unavailable { code, .. } => code,
+            ExpiryError::Cluster(ClusterError::Refused { code, .. }) => code,
+            ExpiryError::Cluster(ClusterError::NoQuorum { .. }) => "no_quorum",
+            ExpiryError::Cluster(_) => "unavailable",
         }
     }
 

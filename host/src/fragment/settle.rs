@@ -6,6 +6,7 @@
 use ebb_proto::fragment::v1 as pb;
 
 use super::state::FragmentState;
+use crate::store::outbox::outbox_seq;
 use crate::store::{Family, FamilyWrite};
 
 /// Writes that settle delivered events of one fragment.
@@ -86,6 +87,15 @@ impl FragmentState {
     /// the events they settle reach the store first, or in the same write.
     /// Returns how many writes were made.
     pub(super) fn apply_settle(&self, settle: &SettleCommand) -> usize {
+        // A redrive puts events under new sequence numbers: a later leader
+        // must number its events past them.
+        for write in &settle.writes {
+            if let FamilyWrite::Put(Family::ExpiryOutbox, key, _) = write
+                && let Some(seq) = outbox_seq(key)
+            {
+                self.persistence().outbox().observe_seq(seq);
+            }
+        }
         let (_, full) = self.persistence().enqueue_settled(settle.writes.clone());
         if full {
             self.persistence().flush_in_background();
@@ -192,6 +202,33 @@ mod tests {
         state.apply(&settle.encode()).unwrap();
         state.persistence().flush_all().await.unwrap();
         assert_eq!(outbox_keys(&store), [outbox_key(0, 2)]);
+    }
+
+    #[test]
+    fn a_settlement_putting_outbox_events_raises_the_sequence_past_them() {
+        let outbox = Arc::new(BindsAll::default());
+        let (state, _store) = FragmentState::for_tests(0, outbox.clone(), "n");
+        let revived = PendingEvent::new(
+            0,
+            41,
+            &TableName::new("t").unwrap(),
+            "k",
+            &Record::live(
+                HybridClock::new(Arc::from("w"), 0, 0).tick_at(5),
+                Bytes::from("v"),
+                None,
+            ),
+            7,
+        );
+        let settle = Command::Settle(SettleCommand {
+            writes: vec![FamilyWrite::Put(
+                Family::ExpiryOutbox,
+                outbox_key(0, 41),
+                revived.encode(),
+            )],
+        });
+        state.apply(&settle.encode()).unwrap();
+        assert_eq!(outbox.next_seq(), 42, "the next event is numbered past 41");
     }
 
     #[test]

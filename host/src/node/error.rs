@@ -25,6 +25,9 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
+    /// The read allows more staleness than [`crate::cluster::MAX_STALENESS`].
+    #[error("{0}")]
+    InvalidStaleness(String),
     /// The TTL or deadline is not usable.
     #[error(transparent)]
     InvalidTtl(#[from] InvalidTtl),

@@ -13,11 +13,12 @@ use tokio::sync::oneshot;
 
 use super::error::Error;
 use super::expiry_cluster::{
-    ClusterSettler, change_metadata, decode_binding, follow_leadership, unexpected_outcome,
+    ClusterSettler, change_metadata, decode_binding, follow_leadership, on_every_fragment,
+    unexpected_outcome,
 };
 use super::{Node, NodeInner};
 use crate::clock::now_ms;
-use crate::cluster::{MetaCommand, MetaOutcome};
+use crate::cluster::{MetaCommand, MetaOutcome, OutboxAction};
 use crate::expiry::actions::{Action, ActionError, ActionWriter};
 use crate::expiry::command::{Command, QueueStatus};
 use crate::expiry::deliver::{Context, PluginHandlers};
@@ -146,7 +147,9 @@ impl Node {
         }
     }
 
-    async fn blocking_expiry<T: Send + 'static>(
+    /// Run `work` on a blocking thread with the node and its store (it
+    /// reads or writes the store); `ShuttingDown` once the store closed.
+    pub(super) async fn blocking_expiry<T: Send + 'static>(
         &self,
         work: impl FnOnce(Node, Arc<dyn KvStore>) -> Result<T, ExpiryError> + Send + 'static,
     ) -> Result<T, ExpiryError> {
@@ -203,11 +206,6 @@ impl Node {
     ) -> Result<Binding, ExpiryError> {
         let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
         if let Some(cluster) = self.inner.cluster.clone() {
-            if discard_pending {
-                return Err(ExpiryError::NotInCluster(
-                    "discarding pending events on unbind (unbind without discard_pending; the events wait in the outbox)".into(),
-                ));
-            }
             let outcome = change_metadata(
                 &cluster,
                 MetaCommand::UnbindExpiry {
@@ -215,10 +213,22 @@ impl Node {
                 },
             )
             .await?;
-            return match outcome {
-                MetaOutcome::Unbound(removed) => decode_binding(&removed),
-                other => Err(unexpected_outcome(other)),
+            let removed = match outcome {
+                MetaOutcome::Unbound(removed) => decode_binding(&removed)?,
+                other => return Err(unexpected_outcome(other)),
             };
+            if discard_pending {
+                // Each fragment's leader deletes its pending events of the
+                // table through the fragment's group.
+                on_every_fragment(
+                    &cluster,
+                    self.inner.meta.fragments,
+                    &table,
+                    OutboxAction::Discard,
+                )
+                .await?;
+            }
+            return Ok(removed);
         }
         let removed = {
             let table = table.clone();
@@ -377,11 +387,6 @@ impl Node {
         table: &str,
         ids: Option<Vec<String>>,
     ) -> Result<(usize, bool), ExpiryError> {
-        if self.inner.cluster.is_some() {
-            // Moving dead letters back would have to be a command of each
-            // fragment's group, like a settlement.
-            return Err(ExpiryError::NotInCluster("redriving dead letters".into()));
-        }
         let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
         if let Some(ids) = &ids
             && ids.len() > entries::MAX_REDRIVE
@@ -405,6 +410,24 @@ impl Node {
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?;
+        if let Some(cluster) = self.inner.cluster.clone() {
+            if !self.inner.outbox.is_bound(&table) {
+                return Err(ExpiryError::Conflict(format!(
+                    "table {table} has no expiry handler; bind one before redriving"
+                )));
+            }
+            // Each fragment's leader moves its dead letters back through
+            // the fragment's group, so every replica moves the same ones.
+            let limit = ids.as_ref().map_or(entries::MAX_REDRIVE, Vec::len);
+            let done = on_every_fragment(
+                &cluster,
+                self.inner.meta.fragments,
+                &table,
+                OutboxAction::Redrive { ids, limit },
+            )
+            .await?;
+            return Ok((done.count, done.more));
+        }
         self.blocking_expiry(move |node, store| {
             let _guard = node.inner.admin.bindings_lock.lock();
             if !node.inner.outbox.is_bound(&table) {

@@ -1,19 +1,28 @@
 //! Expiry handlers on a cluster member: binding changes committed in the
 //! metadata group, the dispatcher told which fragments this member leads,
-//! and its settlements proposed to each fragment's group.
+//! its settlements proposed to each fragment's group, and redrives and
+//! discards of a table's events carried out by each fragment's leader.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tokio::sync::oneshot;
 
-use crate::cluster::{Cluster, ClusterError, MetaCommand, MetaOutcome};
+use super::Node;
+use super::inner::NodeInner;
+use crate::cluster::{
+    Cluster, ClusterError, MetaCommand, MetaOutcome, OutboxAction, OutboxDone, OutboxRequest,
+    OutboxServer,
+};
 use crate::expiry::command::Command;
 use crate::expiry::entries;
 use crate::expiry::outbox::Outbox;
 use crate::expiry::settle::Settler;
 use crate::expiry::{Binding, ExpiryError};
-use crate::store::KvStore;
+use crate::names::TableName;
+use crate::store::{FamilyWrite, KvStore};
 
 /// Commit a binding change in the metadata group: what applying it
 /// answered, a failure as the error it stands for.
@@ -135,5 +144,178 @@ impl Settler for ClusterSettler {
     ) -> BoxFuture<'static, Result<(), String>> {
         let cluster = self.0.clone();
         Box::pin(async move { cluster.settle(fragment, writes).await })
+    }
+}
+
+/// Carry out `action` on `table`'s events in every fragment, each by its
+/// leader, one fragment after another. A redrive without ids moves at most
+/// [`entries::MAX_REDRIVE`] events in all; once it did, the fragments left
+/// are only asked whether they hold more (a limit of 0 moves nothing). The
+/// first failure ends it: what earlier fragments did stays done, and
+/// repeating the request is safe.
+pub(super) async fn on_every_fragment(
+    cluster: &Cluster,
+    fragments: u32,
+    table: &TableName,
+    action: OutboxAction,
+) -> Result<OutboxDone, ExpiryError> {
+    let mut total = OutboxDone::default();
+    for fragment in 0..fragments {
+        let action = match &action {
+            OutboxAction::Redrive { ids: None, limit } => {
+                if total.more && total.count >= *limit {
+                    break; // Known: more remain beyond this redrive.
+                }
+                OutboxAction::Redrive {
+                    ids: None,
+                    limit: limit.saturating_sub(total.count),
+                }
+            }
+            other => other.clone(),
+        };
+        let done = cluster
+            .on_outbox_leader(OutboxRequest {
+                table: table.clone(),
+                fragment,
+                action,
+            })
+            .await?;
+        total.count += done.count;
+        total.more |= done.more;
+    }
+    Ok(total)
+}
+
+/// The node's expiry machinery as an [`OutboxServer`]: redrives and
+/// discards of the fragments this member leads. Holds the node weakly
+/// (the cluster it is registered with belongs to the node).
+pub(crate) struct NodeOutboxes {
+    node: Weak<NodeInner>,
+}
+
+impl NodeOutboxes {
+    /// Serve outbox requests over `node`.
+    pub(crate) fn new(node: &Arc<NodeInner>) -> Self {
+        Self {
+            node: Arc::downgrade(node),
+        }
+    }
+}
+
+fn refused(code: &str, message: impl ToString) -> ClusterError {
+    ClusterError::Refused {
+        code: code.into(),
+        message: message.to_string(),
+    }
+}
+
+impl OutboxServer for NodeOutboxes {
+    fn serve(&self, request: OutboxRequest) -> BoxFuture<'_, Result<OutboxDone, ClusterError>> {
+        Box::pin(async move {
+            let inner = self
+                .node
+                .upgrade()
+                .ok_or_else(|| refused("shutting_down", "the node is shutting down"))?;
+            let node = Node { inner };
+            let _admitted = node
+                .inner
+                .gate
+                .admit()
+                .ok_or_else(|| refused("shutting_down", "the node is shutting down"))?;
+            let (Some(cluster), Some(fragment)) = (
+                node.inner.cluster.clone(),
+                node.inner.fragments.get(request.fragment as usize),
+            ) else {
+                return Err(refused(
+                    "invalid_request",
+                    format!(
+                        "fragment {} is not a fragment of this cluster",
+                        request.fragment
+                    ),
+                ));
+            };
+            // Applied settlements and events wait in the write buffer:
+            // write them first, so the store holds every one to read.
+            fragment
+                .state()
+                .persistence()
+                .flush()
+                .await
+                .map_err(|error| refused("not_durable", error))?;
+            let (table, fragment) = (request.table, request.fragment);
+            let outbox = node.inner.outbox.clone();
+            let (writes, revived, count, more) = match request.action {
+                OutboxAction::Redrive { ids, limit } => {
+                    if !outbox.is_bound(&table) {
+                        return Err(refused(
+                            "conflict",
+                            format!(
+                                "table {table} has no expiry handler; bind one before redriving"
+                            ),
+                        ));
+                    }
+                    let read = table.clone();
+                    let (dead, more) = node
+                        .blocking_expiry(move |_, store| {
+                            entries::dead_letters_to_redrive(
+                                &*store,
+                                &read,
+                                Some(fragment),
+                                ids.as_deref(),
+                                limit,
+                            )
+                            .map_err(ExpiryError::from)
+                        })
+                        .await
+                        .map_err(|error| refused(error.contract_code(), &error))?;
+                    let (writes, revived) = entries::revive(dead, || outbox.next_seq());
+                    let count = revived.len();
+                    (writes, revived, count, more)
+                }
+                OutboxAction::Discard => {
+                    // Nothing of the table is delivered from now on here;
+                    // a batch in flight is deleted when it ends.
+                    let (reply, purged) = oneshot::channel();
+                    if outbox.send(Command::Purge(table.clone(), reply)) {
+                        let _ = purged.await;
+                    }
+                    let read = table.clone();
+                    let pending = node
+                        .blocking_expiry(move |_, store| {
+                            entries::pending_of(&*store, &read, fragment).map_err(ExpiryError::from)
+                        })
+                        .await
+                        .map_err(|error| refused(error.contract_code(), &error))?;
+                    let count = pending.len();
+                    let writes = pending
+                        .iter()
+                        .map(|event| {
+                            FamilyWrite::Delete(
+                                crate::store::Family::ExpiryOutbox,
+                                event.key.clone(),
+                            )
+                        })
+                        .collect();
+                    (writes, Vec::new(), count, false)
+                }
+            };
+            if !writes.is_empty() {
+                cluster
+                    .settle(fragment, writes)
+                    .await
+                    .map_err(|message| refused("unavailable", message))?;
+            }
+            if !revived.is_empty() {
+                if let Some(stats) = outbox.existing_stats(&table) {
+                    let _ = stats.dead_letters.fetch_update(
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                        |n| Some(n.saturating_sub(revived.len() as u64)),
+                    );
+                }
+                outbox.deliver(revived);
+            }
+            Ok(OutboxDone { count, more })
+        })
     }
 }

@@ -23,6 +23,7 @@ pub(crate) use inner::NodeInner;
 pub use plugins::PluginChange;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Mutex;
 
@@ -298,6 +299,7 @@ impl Node {
         };
         if let Some(cluster) = &node.inner.cluster {
             cluster.set_page_server(Arc::new(pages::NodePages::new(&node.inner)));
+            cluster.set_outbox_server(Arc::new(expiry_cluster::NodeOutboxes::new(&node.inner)));
         }
         node.start_dispatcher(store, pending_events);
         Ok(node)
@@ -377,15 +379,23 @@ impl Node {
     }
 
     /// In a cluster, wait until every fragment this node holds a replica
-    /// of can be read linearizably from it (see [`Cluster::linearize`]); at
-    /// once otherwise. The executor reads the others from their leaders.
-    async fn linearize_all(&self) -> Result<(), QueryError> {
+    /// of can be read from it linearizably (see [`Cluster::linearize`]),
+    /// or within `max_staleness` when the request allows it (see
+    /// [`Cluster::read_within`]); at once otherwise. The executor reads
+    /// the others from their leaders.
+    async fn linearize_all(&self, max_staleness: Option<Duration>) -> Result<(), QueryError> {
+        crate::cluster::check_staleness(max_staleness).map_err(QueryError::InvalidRequest)?;
         let Some(cluster) = &self.inner.cluster else {
             return Ok(());
         };
         let reads = (0..self.inner.meta.fragments)
             .filter(|fragment| cluster.holds(*fragment))
-            .map(|fragment| cluster.linearize(fragment));
+            .map(|fragment| async move {
+                match max_staleness {
+                    Some(bound) => cluster.read_within(fragment, bound).await.map(drop),
+                    None => cluster.linearize(fragment).await,
+                }
+            });
         for result in futures::future::join_all(reads).await {
             result?;
         }
@@ -409,7 +419,7 @@ impl Node {
     /// Run a SQL query (or continue one with a cursor); one page of results.
     pub async fn query(&self, request: QueryRequest) -> Result<QueryOutput, QueryError> {
         let _admitted = self.inner.gate.admit().ok_or(QueryError::ShuttingDown)?;
-        self.linearize_all().await?;
+        self.linearize_all(request.max_staleness).await?;
         let router = self.inner.router;
         let fragment_of = move |key: &str| router.fragment_of(key);
         crate::exec::execute(&self.exec_context(&fragment_of), request).await
@@ -426,7 +436,7 @@ impl Node {
         rows: tokio::sync::mpsc::Sender<Vec<ebb_query::Value>>,
     ) -> Result<QueryStats, QueryError> {
         let _admitted = self.inner.gate.admit().ok_or(QueryError::ShuttingDown)?;
-        self.linearize_all().await?;
+        self.linearize_all(request.max_staleness).await?;
         let router = self.inner.router;
         let fragment_of = move |key: &str| router.fragment_of(key);
         crate::exec::stream(&self.exec_context(&fragment_of), request, columns, rows).await

@@ -5,14 +5,16 @@ use super::error::Error;
 use super::inner::Node;
 use super::router::key_hash;
 use crate::clock::now_ms;
+use crate::cluster::check_staleness;
 use crate::fragment::state::{Mutation, WriteOutcome};
 use crate::names::{TableName, validate_key};
 use crate::record::Version;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, PutOptions};
+use crate::write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, PutOptions, Read};
 
 /// A handle on one table of a node. Cheap to clone.
 ///
@@ -76,33 +78,57 @@ impl Table {
 
     /// The visible record at `key`: `None` when absent, deleted or expired
     /// (an expired record is invisible at once, converted or not). Served
-    /// from memory on the caller's task.
+    /// from memory on the caller's task; linearizable in a cluster.
     pub async fn get(&self, key: &str) -> Result<Option<Entry>, Error> {
+        Ok(self.get_within(key, None).await?.entry)
+    }
+
+    /// [`Table::get`], allowing the answer to be up to `max_staleness` old
+    /// (at most [`crate::cluster::MAX_STALENESS`]; `None` for a linearizable read). In a
+    /// cluster a member holding a replica of the key's fragment then
+    /// answers from it without asking the leader while it applied a read
+    /// index confirmed within the bound; a single node is always current.
+    /// The answer says how old its data may be.
+    pub async fn get_within(
+        &self,
+        key: &str,
+        max_staleness: Option<Duration>,
+    ) -> Result<Read, Error> {
         let _admitted = self.node.inner.gate.admit().ok_or(Error::ShuttingDown)?;
         validate_key(key)?;
+        check_staleness(max_staleness).map_err(Error::InvalidStaleness)?;
         let fragment = self.node.inner.router.fragment_of(key);
+        let mut staleness = Duration::ZERO;
         if let Some(cluster) = &self.node.inner.cluster {
             if !cluster.holds(fragment) {
                 let found = cluster
                     .get_remote(fragment, &self.name, &Arc::from(key))
                     .await?;
-                return Ok(found.map(|(value, version, expires_at_ms)| Entry {
+                let entry = found.map(|(value, version, expires_at_ms)| Entry {
                     value,
                     version,
                     expires_at_ms,
-                }));
+                });
+                return Ok(Read { entry, staleness });
             }
-            cluster.linearize(fragment).await?;
+            staleness = match max_staleness {
+                Some(bound) => cluster.read_within(fragment, bound).await?,
+                None => {
+                    cluster.linearize(fragment).await?;
+                    Duration::ZERO
+                }
+            };
         }
         let record =
             self.node.inner.fragments[fragment as usize]
                 .state()
                 .get(&self.name, key, now_ms());
-        Ok(record.map(|record| Entry {
+        let entry = record.map(|record| Entry {
             value: record.value,
             version: record.version,
             expires_at_ms: record.expires_at_ms,
-        }))
+        });
+        Ok(Read { entry, staleness })
     }
 
     /// Delete `key`: writes a tombstone and returns its version, or `None`

@@ -92,6 +92,10 @@ pub enum Command {
         table: String,
         /// Key.
         key: String,
+        /// In a cluster, allow an answer this old from the member's own
+        /// replica (e.g. 500ms); absent: linearizable.
+        #[arg(long, value_parser = parse_duration)]
+        max_staleness: Option<Duration>,
     },
     /// Delete a key.
     Del {
@@ -130,6 +134,10 @@ pub enum Command {
         /// Continue from a cursor printed by an earlier page.
         #[arg(long, conflicts_with = "query")]
         cursor: Option<String>,
+        /// In a cluster, allow data this old from the member's own
+        /// replicas (e.g. 500ms); absent: linearizable.
+        #[arg(long, value_parser = parse_duration)]
+        max_staleness: Option<Duration>,
     },
     /// Inspect the cluster the server belongs to.
     #[command(subcommand)]
@@ -272,19 +280,31 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Get { table, key } => {
-            let reply = client.send("GET", &key_path(&table, &key), None)?;
+        Command::Get {
+            table,
+            key,
+            max_staleness,
+        } => {
+            let mut path = key_path(&table, &key);
+            if let Some(bound) = max_staleness {
+                path.push_str(&format!("?max_staleness_ms={}", bound.as_millis()));
+            }
+            let reply = client.send("GET", &path, None)?;
             match format {
                 Format::Json | Format::Ndjson | Format::Csv => {
                     let value = ebb_host::codec::bytes_json(&reply.body);
                     let expires: Option<u64> =
                         reply.header("ebb-expires-at").and_then(|v| v.parse().ok());
-                    print_json(&json!({
+                    let mut out = json!({
                         "key": key,
                         "value": value,
                         "version": reply.header("ebb-version"),
                         "expires_at_ms": expires,
-                    }));
+                    });
+                    if let Some(ms) = reply.header("ebb-staleness-ms") {
+                        out["staleness_ms"] = json!(ms.parse::<u64>().ok());
+                    }
+                    print_json(&out);
                 }
                 Format::Human => {
                     let mut stdout = std::io::stdout().lock();
@@ -323,6 +343,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             all,
             consistency,
             cursor,
+            max_staleness,
         } => {
             let options = sql::SqlOptions {
                 params,
@@ -330,6 +351,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
                 all,
                 consistency,
                 cursor,
+                max_staleness,
             };
             if query.is_none() && options.cursor.is_none() {
                 return Ok(sql::prompt(client, format, &options));

@@ -21,6 +21,20 @@ pub struct SqlOptions {
     pub consistency: Option<String>,
     /// Continue from this cursor instead of running a query.
     pub cursor: Option<String>,
+    /// In a cluster, how old the data may be (absent: linearizable).
+    pub max_staleness: Option<std::time::Duration>,
+}
+
+impl SqlOptions {
+    /// Add the options every request of a query carries to `body`.
+    fn carry(&self, body: &mut Value) {
+        if let Some(consistency) = &self.consistency {
+            body["consistency"] = json!(consistency);
+        }
+        if let Some(bound) = self.max_staleness {
+            body["max_staleness_ms"] = json!(bound.as_millis() as u64);
+        }
+    }
 }
 
 fn param(text: &str) -> Value {
@@ -103,9 +117,7 @@ pub fn run(
     if let Some(page_size) = options.page_size {
         body["page_size"] = json!(page_size);
     }
-    if let Some(consistency) = &options.consistency {
-        body["consistency"] = json!(consistency);
-    }
+    options.carry(&mut body);
     if format == Format::Ndjson {
         // The server streams the whole result.
         let reply = client.send_with_accept(
@@ -165,9 +177,7 @@ pub fn run(
         match (&cursor, options.all) {
             (Some(next), true) => {
                 body = json!({ "cursor": next });
-                if let Some(consistency) = &options.consistency {
-                    body["consistency"] = json!(consistency);
-                }
+                options.carry(&mut body);
             }
             _ => break,
         }

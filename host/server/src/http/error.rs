@@ -102,9 +102,10 @@ impl From<Error> for ApiError {
             Error::InvalidName(NameError::KeyTooLong { .. }) => {
                 ApiError::too_large(message, ebb_host::names::MAX_KEY_BYTES)
             }
-            Error::InvalidName(_) | Error::InvalidTtl(_) | Error::InvalidFunction(_) => {
-                ApiError::invalid_request(message)
-            }
+            Error::InvalidName(_)
+            | Error::InvalidTtl(_)
+            | Error::InvalidFunction(_)
+            | Error::InvalidStaleness(_) => ApiError::invalid_request(message),
             Error::ValueTooLarge { limit, .. } => ApiError::too_large(message, limit),
             Error::Overloaded(_) | Error::Backlog(_) => {
                 ApiError::unavailable("overloaded", message)
@@ -149,6 +150,7 @@ impl From<ClusterError> for ApiError {
                 "not_found" => ApiError::not_found(message),
                 "conflict" => ApiError::new(StatusCode::CONFLICT, "conflict", message),
                 "not_durable" => ApiError::unavailable("not_durable", message),
+                "shutting_down" => ApiError::unavailable("shutting_down", message),
                 "internal" => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),
                 _ => ApiError::unavailable("unavailable", message),
             },

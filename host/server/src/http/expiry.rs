@@ -33,9 +33,7 @@ impl From<ExpiryError> for ApiError {
             ExpiryError::ShuttingDown => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
             }
-            ExpiryError::NotInCluster(_) => {
-                ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_in_cluster", message)
-            }
+            ExpiryError::Cluster(error) => ApiError::from(error),
             ExpiryError::Unavailable { code, .. } => match code.as_str() {
                 "no_quorum" => ApiError::unavailable("no_quorum", message)
                     .with("group", serde_json::json!("metadata")),

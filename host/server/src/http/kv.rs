@@ -32,6 +32,15 @@ pub struct WriteParams {
     pub(crate) durability: Option<String>,
 }
 
+/// Query parameters of `GET /v1/tables/{t}/keys/{k}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GetParams {
+    /// In a cluster, how old the answer may be (see docs/cluster.md,
+    /// "Follower reads"); absent: linearizable.
+    max_staleness_ms: Option<u64>,
+}
+
 /// Parse a durability name (default `wal`).
 pub fn durability(name: Option<&str>) -> Result<Durability, ApiError> {
     name.map_or(Ok(Durability::Wal), |name| {
@@ -93,16 +102,21 @@ pub async fn put_key(
     Ok(response)
 }
 
-/// `GET /v1/tables/{t}/keys/{k}`: the value bytes, version and deadline in headers.
+/// `GET /v1/tables/{t}/keys/{k}`: the value bytes, version and deadline in
+/// headers; with `max_staleness_ms`, `ebb-staleness-ms` bounds the age of
+/// the data answered.
 pub async fn get_key(
     State(app): State<AppState>,
     target: Result<Path<(String, String)>, PathRejection>,
-    params: RawQuery,
+    params: Result<Query<GetParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let (table, key) = path(target)?;
-    no_params(params)?;
+    let max_staleness = query(params)?
+        .max_staleness_ms
+        .map(std::time::Duration::from_millis);
     let table = app.node.table(&table)?;
-    let Some(entry) = table.get(&key).await? else {
+    let read = table.get_within(&key, max_staleness).await?;
+    let Some(entry) = read.entry else {
         return Err(ApiError::not_found(format!(
             "key {key:?} not found in table {} (absent, deleted or expired)",
             table.name()
@@ -117,6 +131,11 @@ pub async fn get_key(
     headers.insert("ebb-version", version_header(&entry.version));
     if let Some(at) = entry.expires_at_ms {
         headers.insert("ebb-expires-at", HeaderValue::from(at));
+    }
+    if max_staleness.is_some() {
+        let staleness_ms =
+            u64::try_from(read.staleness.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+        headers.insert("ebb-staleness-ms", HeaderValue::from(staleness_ms));
     }
     Ok(response)
 }

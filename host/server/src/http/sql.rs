@@ -1,6 +1,7 @@
 //! `POST /v1/sql`: run a query; JSON pages with cursors, or an NDJSON stream.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
@@ -30,6 +31,7 @@ struct SqlBody {
     page_size: Option<usize>,
     cursor: Option<String>,
     consistency: Option<String>,
+    max_staleness_ms: Option<u64>,
 }
 
 impl From<QueryError> for ApiError {
@@ -88,9 +90,10 @@ fn stats_json(stats: &QueryStats) -> JsonValue {
 }
 
 /// Check a request body: a first request carries `sql` (and optionally
-/// `params`, `page_size`, `consistency`); a continuation carries `cursor`,
-/// optionally `consistency` and the cursor's own `sql`, and never `params`
-/// or `page_size`, which come from the cursor.
+/// `params`, `page_size`, `consistency`, `max_staleness_ms`); a
+/// continuation carries `cursor`, optionally `consistency`,
+/// `max_staleness_ms` and the cursor's own `sql`, and never `params` or
+/// `page_size`, which come from the cursor.
 fn parse_request(body: SqlBody) -> Result<QueryRequest, ApiError> {
     if body.cursor.is_some() {
         let fixed: Vec<&str> = [
@@ -141,6 +144,7 @@ fn parse_request(body: SqlBody) -> Result<QueryRequest, ApiError> {
         page_size: body.page_size,
         cursor: body.cursor,
         consistency,
+        max_staleness: body.max_staleness_ms.map(Duration::from_millis),
     })
 }
 
