@@ -4,7 +4,7 @@
 //! restore, bad targets fail clearly and leave the source serving, and
 //! export/import round-trips binary values and deadlines.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -1,7 +1,7 @@
 //! The `ebb` client commands against a real server: put, get, del, tables,
 //! import, output formats and exit codes.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

@@ -2,7 +2,7 @@
 //! ports, killed (SIGKILL) and restarted, every loop bounded in count and
 //! time. See docs/cluster.md and docs/testing.md.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

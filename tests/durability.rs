@@ -106,11 +106,16 @@ async fn crash_child() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_loses_no_acknowledged_wal_write() {
     let dir = tempfile::tempdir().unwrap();
+    // The child test's full name: its module path within the test binary.
+    let child_test = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::crash_child"),
+        None => "crash_child".to_string(),
+    };
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
             "--exact",
-            "crash_child",
+            &child_test,
             "--nocapture",
             "--test-threads=1",
         ])

@@ -9,7 +9,7 @@
 //! condition with a deadline; the one fixed wait watches that nothing is
 //! delivered while a table is unbound, and says why it is long enough.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

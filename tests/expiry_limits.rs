@@ -9,7 +9,7 @@
 //! `hog N` and `spam N` values) and the bundled `archive`, built by
 //! `make plugins`. Every wait polls a condition with a generous deadline.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

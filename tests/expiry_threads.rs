@@ -8,7 +8,7 @@
 //! (`slow…` values spin before they are archived); queries call the
 //! bundled `json` plugin. All are built by `make plugins`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

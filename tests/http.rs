@@ -1,7 +1,7 @@
 //! The HTTP API end to end: a real `ebb serve` process, real HTTP over
 //! loopback, real RocksDB.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

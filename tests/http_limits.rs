@@ -4,7 +4,7 @@
 //! (out of descriptors) pause the server without stopping it, and a
 //! shutdown finishes the request in flight.
 
-mod common;
+use crate::common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;

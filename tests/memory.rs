@@ -5,7 +5,7 @@
 //! and RocksDB's memory. On a full embedded node, expiry and its handler's
 //! puts keep working.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! `ebb plugin` commands: call a module locally, push it to a server, list
 //! it, use it from `ebb sql`.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -3,7 +3,7 @@
 //! healthy plugins included. Plugins are written against the raw ABI in WAT,
 //! without the SDK (ABI conformance).
 
-mod common;
+use crate::common;
 
 use common::{Server, call};
 use ebb_proto::Message;

@@ -3,7 +3,7 @@
 //! `/v1` requests are refused with 503, and the process exits 0 once the
 //! request is done.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,6 +1,6 @@
 //! `POST /v1/sql` and `ebb sql` end to end against a real server.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -4,7 +4,7 @@
 //! what fsyncs covered apart from what they did not, as a power cut would;
 //! and end to end, by SIGKILLing a real `ebb serve` under `sync` writes.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
