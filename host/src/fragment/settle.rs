@@ -1,7 +1,9 @@
 //! The `Settle` command: the outcome of a delivered batch of expiry events
 //! (outbox entries deleted or rewritten, dead letters put), decided by the
-//! leader's dispatcher and written alike on every replica, through the
-//! write buffer, after the events it settles.
+//! leader's dispatcher, or a redrive or discard (dead letters moved back
+//! into the outbox, pending events deleted) decided by the leader; written
+//! alike on every replica, through the write buffer, after the events it
+//! settles.
 
 use ebb_proto::fragment::v1 as pb;
 
@@ -12,7 +14,7 @@ use crate::store::{Family, FamilyWrite};
 /// Writes that settle delivered events of one fragment.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct SettleCommand {
-    /// Outbox deletes and puts, dead letter puts, in order.
+    /// Outbox deletes and puts, dead letter puts and deletes, in order.
     pub(crate) writes: Vec<FamilyWrite>,
 }
 
