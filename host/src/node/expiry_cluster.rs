@@ -246,6 +246,18 @@ impl OutboxServer for NodeOutboxes {
             let outbox = node.inner.outbox.clone();
             let (writes, revived, count, more) = match request.action {
                 OutboxAction::Redrive { ids, limit } => {
+                    // The asking member keeps to these limits; a request
+                    // off the wire that does not is refused, never served.
+                    if limit > entries::MAX_REDRIVE
+                        || ids
+                            .as_ref()
+                            .is_some_and(|ids| ids.len() > entries::MAX_REDRIVE)
+                    {
+                        return Err(refused(
+                            "invalid_request",
+                            format!("one redrive moves at most {} events", entries::MAX_REDRIVE),
+                        ));
+                    }
                     if !outbox.is_bound(&table) {
                         return Err(refused(
                             "conflict",
