@@ -567,6 +567,75 @@ fn any_member_serves_writes_reads_sql_and_status() {
 }
 
 #[test]
+fn a_member_started_with_another_layout_refuses_clients_until_its_flags_agree() {
+    let mut cluster = Cluster::start(3, &[]);
+    // Every member proposes the layout its flags give; the first to commit
+    // records it, the others agree with it.
+    wait_until(WAIT, "every member's layout checked", || {
+        (0..3).all(|i| cluster.status(i)["layout"]["state"] == "agreed")
+    });
+    let mut recorded_here = 0;
+    for i in 0..3 {
+        let layout = &cluster.status(i)["layout"];
+        assert_eq!(
+            layout["recorded"],
+            serde_json::json!({"members": [1, 2, 3], "replication": 3, "fragments": 4}),
+            "{layout}"
+        );
+        recorded_here += usize::from(layout["recorded_here"] == true);
+    }
+    assert_eq!(recorded_here, 1, "exactly one member recorded it");
+    assert_eq!(put(cluster.url(2), "t", "before", "v").status, 200);
+
+    // Member 3 restarted with another replication factor: its view of
+    // where fragments live is not the cluster's, so it refuses client
+    // requests (naming the flag) and its health says why; the others serve.
+    cluster.kill(2);
+    let agreed_args = cluster.args[2].clone();
+    cluster.args[2].extend(["--replication".to_string(), "2".to_string()]);
+    cluster.restart(2);
+    wait_until(WAIT, "member 3's conflict found", || {
+        cluster.status(2)["layout"]["state"] == "conflict"
+    });
+    let refused = put(cluster.url(2), "t", "during", "v");
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.code(), "layout_conflict");
+    assert!(
+        refused
+            .text()
+            .contains("--replication is 2, the cluster's is 3"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(get(cluster.url(2), "t", "before").code(), "layout_conflict");
+    assert_eq!(
+        sql_call(cluster.url(2), "SELECT count(*) FROM t").code(),
+        "layout_conflict"
+    );
+    let health = call("GET", &format!("{}/health", cluster.url(2)), &[], None);
+    assert_eq!(health.status, 503, "{}", health.text());
+    assert_eq!(health.json()["status"], "layout_conflict");
+    assert_eq!(put(cluster.url(0), "t", "during", "v").status, 200);
+    let recorded = &cluster.status(2)["layout"]["recorded"];
+    assert_eq!(
+        recorded["replication"], 3,
+        "the recorded layout is unchanged"
+    );
+
+    // Restarted with the cluster's flags, it agrees and serves again,
+    // with every write made meanwhile.
+    cluster.kill(2);
+    cluster.args[2] = agreed_args;
+    cluster.restart(2);
+    wait_until(WAIT, "member 3 agrees again", || {
+        cluster.status(2)["layout"]["state"] == "agreed"
+    });
+    assert_eq!(get(cluster.url(2), "t", "during").text(), "v");
+    let health = call("GET", &format!("{}/health", cluster.url(2)), &[], None);
+    assert_eq!(health.status, 200, "{}", health.text());
+}
+
+#[test]
 fn five_members_with_three_replicas_place_and_serve_every_fragment() {
     let cluster = Cluster::start(5, &["--replication", "3"]);
     let status = cluster.status(0);

@@ -52,6 +52,14 @@ pub enum ClusterError {
         /// The last thing that went wrong.
         reason: String,
     },
+    /// This member was started with another layout than the one the
+    /// cluster recorded (see `cluster::layout`): it refuses client
+    /// requests until restarted with the cluster's flags.
+    #[error("{message}")]
+    LayoutConflict {
+        /// What differs and what to do.
+        message: String,
+    },
     /// The metadata group stopped on this node, or answered nonsense.
     #[error("the metadata group failed on this node: {reason}")]
     MetaStopped {

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::config::ClusterConfig;
 pub use super::error::ClusterError;
 use super::forward::{Answer, Forward, PageServer};
+use super::layout::{Layout, LayoutCheck};
 use super::meta::{self, MetaMachine, Metadata};
 use super::outbox::OutboxServer;
 
@@ -53,6 +54,14 @@ pub struct Cluster {
     pub(super) replicas: BTreeMap<FragmentId, Replica>,
     /// The metadata group, on every member.
     pub(super) meta: Group<MetaMachine>,
+    /// Its state machine, for the recorded layout.
+    pub(super) meta_machine: Arc<MetaMachine>,
+    /// The layout this member's flags give.
+    pub(super) own_layout: Layout,
+    /// How this member's layout compares with the recorded one.
+    pub(super) layout: parking_lot::Mutex<LayoutCheck>,
+    /// The task recording this member's layout, stopped at shutdown.
+    pub(super) layout_task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     transport: Arc<dyn Transport>,
     writer: LogWriter,
     /// The executor serving other members' pages, once the node is built.
@@ -100,6 +109,10 @@ pub struct ClusterStatus {
     pub metadata: GroupStatus,
     /// Scans this member keeps pinned for other members' queries.
     pub pinned_scans: usize,
+    /// This member's layout against the recorded one.
+    pub layout: LayoutCheck,
+    /// The layout the cluster recorded, as this member has applied it.
+    pub recorded_layout: Option<Layout>,
 }
 
 impl Cluster {
@@ -119,13 +132,19 @@ impl Cluster {
             fragment: 0,
             reason: e.to_string(),
         })?;
-        let meta = match meta::start_group(&config, &store, &writer, &transport, metadata).await {
-            Ok(meta) => meta,
-            Err(error) => {
-                writer.close();
-                return Err(error);
-            }
-        };
+        let own_layout = Layout::new(
+            config.peers.keys().copied(),
+            config.replication,
+            placement.clone(),
+        );
+        let (meta, meta_machine) =
+            match meta::start_group(&config, &store, &writer, &transport, metadata).await {
+                Ok(started) => started,
+                Err(error) => {
+                    writer.close();
+                    return Err(error);
+                }
+            };
         let mut replicas = BTreeMap::new();
         for fragment in config.local_fragments(&placement) {
             let state = states[fragment as usize].clone();
@@ -160,6 +179,12 @@ impl Cluster {
             placement,
             replicas,
             meta,
+            meta_machine,
+            own_layout,
+            layout: parking_lot::Mutex::new(LayoutCheck::Pending {
+                reason: "not proposed yet".into(),
+            }),
+            layout_task: parking_lot::Mutex::new(None),
             transport,
             writer,
             pages: OnceLock::new(),
@@ -197,6 +222,7 @@ impl Cluster {
         mutation: Mutation,
         durability: Durability,
     ) -> Result<WriteOutcome, WriteFailure> {
+        self.serving()?;
         let deadline = Instant::now() + self.config.quorum_timeout;
         let mut hint: Option<NodeId> = None;
         let mut reason = String::from("no leader known");
@@ -435,6 +461,8 @@ impl Cluster {
             fragments,
             metadata: self.meta.status(),
             pinned_scans: self.pages.get().map_or(0, |server| server.pinned()),
+            layout: self.layout.lock().clone(),
+            recorded_layout: self.meta_machine.layout(),
         }
     }
 
@@ -471,6 +499,9 @@ impl Cluster {
 
     /// Stop every group and the log writer.
     pub async fn shutdown(&self) {
+        if let Some(task) = self.layout_task.lock().take() {
+            task.abort();
+        }
         for replica in self.replicas.values() {
             replica.group.shutdown().await;
         }
@@ -656,6 +687,7 @@ pub(super) fn failure_of(error: &ClusterError) -> Answer {
         ClusterError::Interrupted { .. } => "interrupted",
         ClusterError::Refused { code, .. } => code.as_str(),
         ClusterError::Stopped { .. } | ClusterError::MetaStopped { .. } => "unavailable",
+        ClusterError::LayoutConflict { .. } => "layout_conflict",
     };
     Answer::failure(code, error)
 }

@@ -1,16 +1,17 @@
-//! The metadata group's replicated state: plugins (their module bytes) and
-//! expiry bindings as commands in the group's log, applied on every member
-//! through the node ([`Metadata`]), with `ebb.cluster.v1` as their
-//! encoding.
+//! The metadata group's replicated state: plugins (their module bytes),
+//! expiry bindings and the cluster's layout as commands in the group's log,
+//! applied on every member (plugins and bindings through the node's
+//! [`Metadata`], the layout in the store's metadata family), with
+//! `ebb.cluster.v1` as their encoding.
 //!
-//! Every command sets or removes a whole plugin or binding, so applying a run of
-//! commands to a state at or past their start ends in the same state: a
-//! snapshot may be encoded later than it was captured, and a member that
-//! restarts behind its durable position applies nothing twice that
-//! matters.
+//! Every command sets or removes a whole plugin or binding, or records the
+//! layout only when none is recorded, so applying a run of commands to a
+//! state at or past their start ends in the same state: a snapshot may be
+//! encoded later than it was captured, and a member that restarts behind
+//! its durable position applies nothing twice that matters.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use ebb_proto::Message;
@@ -18,11 +19,12 @@ use ebb_proto::cluster::v1 as pb;
 
 use super::config::ClusterConfig;
 use super::error::ClusterError;
+use super::layout::Layout;
 use crate::raft::{
     AppendDurability, Group, GroupId, GroupMachine, GroupTiming, LogRetention, LogStore, LogWriter,
     NodeId, Position, StateMachine, Transport,
 };
-use crate::store::KvStore;
+use crate::store::{Family, FamilyWrite, KvStore, StoreError};
 
 /// A change to the cluster's metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +53,14 @@ pub enum MetaCommand {
         /// The table.
         table: String,
     },
+    /// Member `proposer` started with `layout`: recorded when the cluster
+    /// has none, otherwise checked against it.
+    RecordLayout {
+        /// The member whose flags give it.
+        proposer: NodeId,
+        /// The layout.
+        layout: Layout,
+    },
 }
 
 /// What applying a [`MetaCommand`] did on one member.
@@ -72,6 +82,12 @@ pub enum MetaOutcome {
     Bound(Bytes),
     /// The binding removed (JSON, as stored).
     Unbound(Bytes),
+    /// The proposed layout is the cluster's (`first`: it was recorded
+    /// now). A different one fails with code `layout_conflict`.
+    LayoutRecorded {
+        /// This command recorded it.
+        first: bool,
+    },
     /// The command failed with an error of the HTTP contract.
     Failed {
         /// Its code (`invalid_plugin`, `not_found`, `conflict`, ...).
@@ -120,6 +136,12 @@ impl MetaCommand {
                     table: table.clone(),
                 })
             }
+            MetaCommand::RecordLayout { proposer, layout } => {
+                pb::meta_command::Command::RecordLayout(pb::RecordLayout {
+                    proposer: *proposer,
+                    layout: Some(layout.to_proto()),
+                })
+            }
         };
         pb::MetaCommand {
             command: Some(command),
@@ -151,6 +173,13 @@ impl MetaCommand {
                 pb::meta_command::Command::UnbindExpiry(unbind) => MetaCommand::UnbindExpiry {
                     table: unbind.table,
                 },
+                pb::meta_command::Command::RecordLayout(record) => MetaCommand::RecordLayout {
+                    proposer: record.proposer,
+                    layout: Layout::from_proto(
+                        record.layout.ok_or_else(|| malformed(what, "no layout"))?,
+                    )
+                    .map_err(|e| malformed(what, e))?,
+                },
             },
         )
     }
@@ -177,6 +206,9 @@ impl MetaOutcome {
                 pb::meta_outcome::Outcome::Unbound(pb::ExpiryBinding {
                     binding: binding.clone(),
                 })
+            }
+            MetaOutcome::LayoutRecorded { first } => {
+                pb::meta_outcome::Outcome::Layout(pb::LayoutRecorded { first: *first })
             }
             MetaOutcome::Failed { code, message } => {
                 pb::meta_outcome::Outcome::Failure(pb::MetaFailure {
@@ -211,6 +243,9 @@ impl MetaOutcome {
                 pb::meta_outcome::Outcome::Unbound(unbound) => {
                     MetaOutcome::Unbound(unbound.binding)
                 }
+                pb::meta_outcome::Outcome::Layout(recorded) => MetaOutcome::LayoutRecorded {
+                    first: recorded.first,
+                },
                 pb::meta_outcome::Outcome::Failure(failure) => MetaOutcome::Failed {
                     code: failure.code,
                     message: failure.message,
@@ -250,16 +285,91 @@ pub trait Metadata: Send + Sync + 'static {
     fn write_position(&self, position: Position) -> Result<(), String>;
 }
 
-/// The metadata group's state machine over the node's [`Metadata`].
+/// The store key of the recorded layout (metadata family).
+const LAYOUT_KEY: &[u8] = b"cluster/layout";
+
+/// The metadata group's state machine over the node's [`Metadata`] and
+/// the recorded layout.
 pub struct MetaMachine {
     metadata: Arc<dyn Metadata>,
+    /// The recorded layout, as stored.
+    layout: parking_lot::Mutex<Option<Layout>>,
+    /// Held weakly: the node owns the store and closes it at shutdown.
+    store: Weak<dyn KvStore>,
 }
 
 impl MetaMachine {
-    /// The machine applying to `metadata`.
-    pub fn new(metadata: Arc<dyn Metadata>) -> Self {
-        Self { metadata }
+    /// The machine applying to `metadata`, with the layout `store` holds.
+    /// Fails when the stored layout cannot be read.
+    pub fn open(metadata: Arc<dyn Metadata>, store: &Arc<dyn KvStore>) -> Result<Self, String> {
+        let layout = store
+            .read_entry(Family::Meta, LAYOUT_KEY)
+            .map_err(|e| e.to_string())?
+            .map(|bytes| Layout::decode(&bytes))
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            metadata,
+            layout: parking_lot::Mutex::new(layout),
+            store: Arc::downgrade(store),
+        })
     }
+
+    /// The layout the cluster recorded, if any.
+    pub fn layout(&self) -> Option<Layout> {
+        self.layout.lock().clone()
+    }
+
+    /// Store `layout` (or remove it) durably, then hold it.
+    fn store_layout(&self, layout: Option<Layout>) -> Result<(), String> {
+        let store = self
+            .store
+            .upgrade()
+            .ok_or(StoreError::Closed)
+            .map_err(|e| e.to_string())?;
+        let write = match &layout {
+            Some(layout) => {
+                FamilyWrite::Put(Family::Meta, LAYOUT_KEY.to_vec(), layout.encode().to_vec())
+            }
+            None => FamilyWrite::Delete(Family::Meta, LAYOUT_KEY.to_vec()),
+        };
+        store
+            .write_entries(&[write], true)
+            .map_err(|e| e.to_string())?;
+        *self.layout.lock() = layout;
+        Ok(())
+    }
+
+    /// Record `layout` if none is, else compare: every member answers the
+    /// same, since each holds the same recorded layout at this entry. A
+    /// store that cannot be written stops the group (the entry is not
+    /// applied).
+    fn record_layout(&self, proposer: NodeId, layout: Layout) -> Result<MetaOutcome, String> {
+        let recorded = self.layout();
+        Ok(match recorded {
+            None => {
+                self.store_layout(Some(layout))?;
+                MetaOutcome::LayoutRecorded { first: true }
+            }
+            Some(recorded) => {
+                let differences = layout.differences(&recorded);
+                if differences.is_empty() {
+                    MetaOutcome::LayoutRecorded { first: false }
+                } else {
+                    MetaOutcome::Failed {
+                        code: "layout_conflict".into(),
+                        message: Layout::conflict_message(proposer, &differences),
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// What a metadata snapshot is encoded from.
+pub struct MetaCaptured {
+    metadata: Arc<dyn Metadata>,
+    layout: Option<Layout>,
 }
 
 impl GroupMachine for MetaMachine {
@@ -279,6 +389,9 @@ impl GroupMachine for MetaMachine {
                 self.metadata.bind_expiry(&table, &binding)
             }
             MetaCommand::UnbindExpiry { table } => self.metadata.unbind_expiry(&table),
+            MetaCommand::RecordLayout { proposer, layout } => {
+                self.record_layout(proposer, layout)?
+            }
         };
         if let MetaOutcome::Failed { code, message } = &outcome {
             tracing::warn!(%code, %message, "a metadata command failed on this member");
@@ -287,16 +400,21 @@ impl GroupMachine for MetaMachine {
     }
 
     /// The metadata itself: a snapshot reads the plugins when it is
-    /// encoded (see the module docs for why later is as good).
-    type Captured = Arc<dyn Metadata>;
+    /// encoded (see the module docs for why later is as good); the layout
+    /// as it is now.
+    type Captured = MetaCaptured;
 
     fn capture(&self) -> Self::Captured {
-        self.metadata.clone()
+        MetaCaptured {
+            metadata: self.metadata.clone(),
+            layout: self.layout(),
+        }
     }
 
     /// Plugins in name order. A store that cannot be read fails the
     /// snapshot (its sending is retried), never sends an empty one.
-    fn encode(metadata: Self::Captured) -> Result<Bytes, String> {
+    fn encode(captured: Self::Captured) -> Result<Bytes, String> {
+        let MetaCaptured { metadata, layout } = captured;
         let mut modules = metadata.plugin_modules()?;
         modules.sort_by(|a, b| a.0.cmp(&b.0));
         let mut bindings = metadata.expiry_bindings();
@@ -310,17 +428,26 @@ impl GroupMachine for MetaMachine {
                 .into_iter()
                 .map(|(table, binding)| pb::BindExpiry { table, binding })
                 .collect(),
+            layout: layout.as_ref().map(Layout::to_proto),
         }
         .encode_to_vec()
         .into())
     }
 
-    /// Make the plugins and bindings exactly the snapshot's: unbind the
-    /// tables it does not bind, install each plugin, remove the rest, then
-    /// bind its tables.
+    /// Make the layout, plugins and bindings exactly the snapshot's:
+    /// store its layout, unbind the tables it does not bind, install each
+    /// plugin, remove the rest, then bind its tables.
     fn restore(&self, snapshot: &[u8]) -> Result<(), String> {
         let snapshot =
             pb::MetaSnapshot::decode(snapshot).map_err(|e| malformed("snapshot", e).to_string())?;
+        let layout = snapshot
+            .layout
+            .map(Layout::from_proto)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        if layout != self.layout() {
+            self.store_layout(layout)?;
+        }
         let kept: std::collections::BTreeSet<String> = snapshot
             .plugins
             .iter()
@@ -379,24 +506,21 @@ const META_RETENTION: LogRetention = LogRetention {
 
 /// Start this node's replica of the metadata group over `metadata`, a
 /// voter on every member; the member with the lowest id forms it on the
-/// first start.
+/// first start. Also answers the group's machine, for its layout.
 pub(super) async fn start_group(
     config: &ClusterConfig,
     store: &Arc<dyn KvStore>,
     writer: &LogWriter,
     transport: &Arc<dyn Transport>,
     metadata: Arc<dyn Metadata>,
-) -> Result<Group<MetaMachine>, ClusterError> {
+) -> Result<(Group<MetaMachine>, Arc<MetaMachine>), ClusterError> {
     let stopped = |error: &dyn std::fmt::Display| ClusterError::MetaStopped {
         reason: error.to_string(),
     };
-    let machine = StateMachine::open(
-        Arc::new(MetaMachine::new(metadata)),
-        GroupId::META,
-        store.clone(),
-    )
-    .await
-    .map_err(|e| stopped(&e))?;
+    let meta_machine = Arc::new(MetaMachine::open(metadata, store).map_err(|e| stopped(&e))?);
+    let machine = StateMachine::open(meta_machine.clone(), GroupId::META, store.clone())
+        .await
+        .map_err(|e| stopped(&e))?;
     let group = Group::start(
         config.node_id,
         GroupId::META,
@@ -420,12 +544,99 @@ pub(super) async fn start_group(
             return Err(stopped(&error));
         }
     }
-    Ok(group)
+    Ok((group, meta_machine))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::place;
+    use crate::store::MemoryStore;
+
+    fn layout(replication: usize) -> Layout {
+        Layout::new(
+            [1, 2, 3],
+            replication,
+            place(4, &[1, 2, 3], replication).unwrap(),
+        )
+    }
+
+    /// No plugins and no bindings: the layout is all these tests look at.
+    struct NoMetadata;
+
+    impl Metadata for NoMetadata {
+        fn install_plugin(&self, _: &str, _: &[u8]) -> MetaOutcome {
+            MetaOutcome::Removed
+        }
+        fn remove_plugin(&self, _: &str) -> MetaOutcome {
+            MetaOutcome::Removed
+        }
+        fn plugin_modules(&self) -> Result<Vec<(String, Bytes)>, String> {
+            Ok(Vec::new())
+        }
+        fn bind_expiry(&self, _: &str, _: &[u8]) -> MetaOutcome {
+            MetaOutcome::Removed
+        }
+        fn unbind_expiry(&self, _: &str) -> MetaOutcome {
+            MetaOutcome::Removed
+        }
+        fn expiry_bindings(&self) -> Vec<(String, Bytes)> {
+            Vec::new()
+        }
+        fn write_position(&self, _: Position) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn apply(machine: &MetaMachine, proposer: NodeId, layout: Layout) -> MetaOutcome {
+        let command = MetaCommand::RecordLayout { proposer, layout }.encode();
+        MetaOutcome::decode(&machine.apply(&command).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_first_layout_is_recorded_durably_and_a_different_one_conflicts() {
+        let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
+        let machine = MetaMachine::open(Arc::new(NoMetadata), &store).unwrap();
+        assert_eq!(machine.layout(), None);
+        assert_eq!(
+            apply(&machine, 1, layout(3)),
+            MetaOutcome::LayoutRecorded { first: true }
+        );
+        assert_eq!(
+            apply(&machine, 2, layout(3)),
+            MetaOutcome::LayoutRecorded { first: false },
+            "the same flags agree"
+        );
+        let MetaOutcome::Failed { code, message } = apply(&machine, 3, layout(2)) else {
+            panic!("another replication factor must conflict");
+        };
+        assert_eq!(code, "layout_conflict");
+        assert!(
+            message.contains("member 3") && message.contains("--replication is 2"),
+            "{message}"
+        );
+        assert_eq!(
+            machine.layout(),
+            Some(layout(3)),
+            "a conflict changes nothing"
+        );
+
+        // The recorded layout survives a restart, and travels in snapshots.
+        let reopened = MetaMachine::open(Arc::new(NoMetadata), &store).unwrap();
+        assert_eq!(reopened.layout(), Some(layout(3)));
+        let snapshot = MetaMachine::encode(reopened.capture()).unwrap();
+        let other: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
+        let restored = MetaMachine::open(Arc::new(NoMetadata), &other).unwrap();
+        restored.restore(&snapshot).unwrap();
+        assert_eq!(restored.layout(), Some(layout(3)));
+        assert_eq!(
+            MetaMachine::open(Arc::new(NoMetadata), &other)
+                .unwrap()
+                .layout(),
+            Some(layout(3)),
+            "a restored layout is stored"
+        );
+    }
 
     #[test]
     fn commands_and_outcomes_round_trip_and_garbage_is_refused() {
@@ -444,6 +655,10 @@ mod tests {
             MetaCommand::UnbindExpiry {
                 table: "sessions".into(),
             },
+            MetaCommand::RecordLayout {
+                proposer: 2,
+                layout: layout(3),
+            },
         ] {
             assert_eq!(MetaCommand::decode(&command.encode()).unwrap(), command);
         }
@@ -460,6 +675,7 @@ mod tests {
                 code: "invalid_plugin".into(),
                 message: "no memory export".into(),
             },
+            MetaOutcome::LayoutRecorded { first: true },
         ] {
             assert_eq!(MetaOutcome::decode(&outcome.encode()).unwrap(), outcome);
         }

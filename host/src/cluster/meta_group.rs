@@ -2,6 +2,7 @@
 //! metadata group's leader (here or forwarded), and the wait until the
 //! members applied it. See docs/cluster.md, "The metadata group".
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,6 +11,7 @@ use tokio::time::Instant;
 use super::error::ClusterError;
 use super::forward::{Answer, Forward};
 use super::groups::Cluster;
+use super::layout::LayoutCheck;
 use super::meta::{MetaCommand, MetaOutcome};
 use crate::raft::NodeId;
 
@@ -21,6 +23,9 @@ pub const META_TIMEOUT: Duration = Duration::from_secs(60);
 pub const SPREAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause between attempts while the group has no reachable leader.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// Pause between attempts at recording this member's layout while the
+/// metadata group cannot commit it.
+const LAYOUT_RETRY: Duration = Duration::from_secs(1);
 
 /// A committed metadata change and how far it spread.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +49,7 @@ impl Cluster {
     /// [`META_TIMEOUT`]; a command that fails when applied is not an
     /// error here (its outcome says so).
     pub async fn change_metadata(&self, command: MetaCommand) -> Result<MetaChange, ClusterError> {
+        self.serving()?;
         let (outcome, index) = self.commit_metadata(command.encode()).await?;
         let outcome = MetaOutcome::decode(&outcome).map_err(|e| ClusterError::MetaStopped {
             reason: e.to_string(),
@@ -72,6 +78,80 @@ impl Cluster {
             applied: applied.into_iter().map(|(node, _)| node).collect(),
             pending: pending.into_iter().map(|(node, _)| node).collect(),
         })
+    }
+
+    /// Start proposing this member's layout to the metadata group in the
+    /// background: recorded if the cluster has none, otherwise checked
+    /// against the recorded one (see `cluster::layout`). While the group
+    /// cannot commit it the check stays `pending` with the reason and is
+    /// tried again every [`LAYOUT_RETRY`]; it ends once `agreed` or in
+    /// `conflict`, or at shutdown.
+    pub(crate) fn start_layout_check(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let task = tokio::spawn(async move {
+            loop {
+                let Some(cluster) = weak.upgrade() else {
+                    return;
+                };
+                let check = cluster.check_layout().await;
+                let done = !matches!(check, LayoutCheck::Pending { .. });
+                if let LayoutCheck::Conflict { message } = &check {
+                    tracing::error!(%message, "this member refuses client requests");
+                }
+                *cluster.layout.lock() = check;
+                drop(cluster);
+                if done {
+                    return;
+                }
+                tokio::time::sleep(LAYOUT_RETRY).await;
+            }
+        });
+        *self.layout_task.lock() = Some(task);
+    }
+
+    /// One attempt at recording this member's layout.
+    async fn check_layout(&self) -> LayoutCheck {
+        let command = MetaCommand::RecordLayout {
+            proposer: self.config.node_id,
+            layout: self.own_layout.clone(),
+        };
+        let (outcome, index) = match self.commit_metadata(command.encode()).await {
+            Ok(committed) => committed,
+            Err(error) => {
+                return LayoutCheck::Pending {
+                    reason: error.to_string(),
+                };
+            }
+        };
+        match MetaOutcome::decode(&outcome) {
+            Ok(MetaOutcome::LayoutRecorded { first }) => LayoutCheck::Agreed { index, first },
+            Ok(MetaOutcome::Failed { code, message }) if code == "layout_conflict" => {
+                LayoutCheck::Conflict { message }
+            }
+            Ok(other) => LayoutCheck::Pending {
+                reason: format!("the metadata group answered {other:?}"),
+            },
+            Err(error) => LayoutCheck::Pending {
+                reason: error.to_string(),
+            },
+        }
+    }
+
+    /// How this member's layout compares with the recorded one.
+    pub fn layout_check(&self) -> LayoutCheck {
+        self.layout.lock().clone()
+    }
+
+    /// Whether this member serves client requests: not while its layout
+    /// conflicts with the recorded one ([`ClusterError::LayoutConflict`]).
+    /// A member whose check is still pending serves.
+    pub(crate) fn serving(&self) -> Result<(), ClusterError> {
+        match &*self.layout.lock() {
+            LayoutCheck::Conflict { message } => Err(ClusterError::LayoutConflict {
+                message: message.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Propose `command` through the metadata group's leader: its outcome

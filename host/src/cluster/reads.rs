@@ -44,6 +44,7 @@ impl Cluster {
     /// node's replica: its leader confirmed leadership with a quorum and
     /// this replica applied everything committed before the read.
     pub(crate) async fn linearize(&self, fragment: FragmentId) -> Result<(), ClusterError> {
+        self.serving()?;
         let deadline = Instant::now() + self.config.quorum_timeout;
         let Some(replica) = self.replicas.get(&fragment) else {
             return Err(ClusterError::Refused {
@@ -110,6 +111,7 @@ impl Cluster {
         fragment: FragmentId,
         max_staleness: Duration,
     ) -> Result<Duration, ClusterError> {
+        self.serving()?;
         if let Some(replica) = self.replicas.get(&fragment)
             && let Some(asked) = *replica.confirmed.lock()
         {

@@ -81,6 +81,7 @@ impl Cluster {
         table: &TableName,
         key: &Arc<str>,
     ) -> Result<Option<(Bytes, Version, Option<u64>)>, ClusterError> {
+        self.serving()?;
         let request = Forward::Get {
             fragment,
             table: table.clone(),
@@ -114,6 +115,7 @@ impl Cluster {
         request: query::PageRequest,
         deadline: Instant,
     ) -> Result<(NodeId, query::PageResponse), ClusterError> {
+        self.serving()?;
         let fragment = request.fragment;
         let request = Forward::Page(Box::new(request));
         match self.ask_leader(fragment, &request, deadline).await? {

@@ -71,6 +71,9 @@ pub struct NodeHealth {
     pub fragments: Vec<Option<FragmentHealth>>,
     /// Resident memory, the bound, and whether writes are refused.
     pub memory: MemoryHealth,
+    /// In a cluster, why this member refuses client requests: its layout
+    /// conflicts with the one the cluster recorded.
+    pub layout_conflict: Option<String>,
 }
 
 impl NodeHealth {
@@ -78,6 +81,7 @@ impl NodeHealth {
     /// answered and is healthy.
     pub fn is_healthy(&self) -> bool {
         self.accepting
+            && self.layout_conflict.is_none()
             && !self.memory.full
             && self
                 .fragments
@@ -300,6 +304,7 @@ impl Node {
         if let Some(cluster) = &node.inner.cluster {
             cluster.set_page_server(Arc::new(pages::NodePages::new(&node.inner)));
             cluster.set_outbox_server(Arc::new(expiry_cluster::NodeOutboxes::new(&node.inner)));
+            cluster.start_layout_check();
         }
         node.start_dispatcher(store, pending_events);
         Ok(node)
@@ -496,6 +501,12 @@ impl Node {
             active_operations: self.inner.gate.active(),
             fragments,
             memory: self.inner.memory.health(),
+            layout_conflict: self.inner.cluster.as_ref().and_then(|cluster| {
+                match cluster.layout_check() {
+                    crate::cluster::LayoutCheck::Conflict { message } => Some(message),
+                    _ => None,
+                }
+            }),
         }
     }
 

@@ -27,6 +27,19 @@ pub fn print_status(status: &Value) {
         "node {} of a cluster, replication {}",
         status["node_id"], status["replication"]
     );
+    let layout = &status["layout"];
+    match layout["state"].as_str() {
+        Some("agreed") => println!("layout: agreed with the cluster's"),
+        Some("conflict") => println!(
+            "layout: CONFLICT, this member refuses client requests: {}",
+            layout["message"].as_str().unwrap_or("?")
+        ),
+        Some(state) => println!(
+            "layout: {state} ({})",
+            layout["reason"].as_str().unwrap_or("")
+        ),
+        None => {}
+    }
     println!("members:");
     for member in status["members"].as_array().into_iter().flatten() {
         println!(

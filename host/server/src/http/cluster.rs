@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::body::no_params;
 use super::error::ApiError;
-use ebb_host::cluster::ClusterStatus;
+use ebb_host::cluster::{ClusterStatus, LayoutCheck};
 use ebb_host::raft::GroupStatus;
 
 /// `GET /v1/cluster`. On a single node: `{"mode": "single"}`.
@@ -51,7 +51,29 @@ pub fn to_json(status: &ClusterStatus) -> Value {
         "fragments": fragments,
         "metadata": metadata,
         "pinned_scans": status.pinned_scans,
+        "layout": layout_json(status),
     })
+}
+
+/// This member's layout check and the layout the cluster recorded.
+fn layout_json(status: &ClusterStatus) -> Value {
+    let mut layout = json!({ "state": status.layout.state() });
+    match &status.layout {
+        LayoutCheck::Pending { reason } => layout["reason"] = json!(reason),
+        LayoutCheck::Agreed { index, first } => {
+            layout["index"] = json!(index);
+            layout["recorded_here"] = json!(first);
+        }
+        LayoutCheck::Conflict { message } => layout["message"] = json!(message),
+    }
+    if let Some(recorded) = &status.recorded_layout {
+        layout["recorded"] = json!({
+            "members": recorded.members,
+            "replication": recorded.replication,
+            "fragments": recorded.fragments,
+        });
+    }
+    layout
 }
 
 /// A group's state as this member sees it, added to `out`.

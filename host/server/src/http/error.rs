@@ -157,6 +157,9 @@ impl From<ClusterError> for ApiError {
             ClusterError::Stopped { .. } | ClusterError::MetaStopped { .. } => {
                 ApiError::unavailable("unavailable", message)
             }
+            ClusterError::LayoutConflict { .. } => {
+                ApiError::unavailable("layout_conflict", message)
+            }
             ClusterError::MetaNoQuorum { .. } => {
                 ApiError::unavailable("no_quorum", message).with("group", json!("metadata"))
             }

@@ -60,7 +60,9 @@ pub async fn track(State(app): State<AppState>, request: Request, next: Next) ->
 
 /// `GET /health`: 200 with per-fragment health while serving (`status` is
 /// `ok` or `degraded`), 503 once shutting down (from the start of the
-/// drain).
+/// drain) and while a cluster member refuses client requests because its
+/// layout conflicts with the cluster's (`layout_conflict`, with the
+/// message).
 pub async fn health(State(app): State<AppState>) -> Response {
     let mut health = app.node.health().await;
     health.accepting &= !app.draining.load(std::sync::atomic::Ordering::Acquire);
@@ -93,17 +95,19 @@ pub async fn health(State(app): State<AppState>) -> Response {
         .collect();
     let status = if !health.accepting {
         "shutting_down"
+    } else if health.layout_conflict.is_some() {
+        "layout_conflict"
     } else if health.is_healthy() {
         "ok"
     } else {
         "degraded"
     };
-    let code = if health.accepting {
+    let code = if health.accepting && health.layout_conflict.is_none() {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let body = json!({
+    let mut body = json!({
         "status": status,
         "node_id": app.node.node_id(),
         "fragment_count": app.node.fragment_count(),
@@ -116,6 +120,9 @@ pub async fn health(State(app): State<AppState>) -> Response {
         },
         "fragments": fragments,
     });
+    if let Some(message) = &health.layout_conflict {
+        body["layout_conflict"] = json!(message);
+    }
     (code, Json(body)).into_response()
 }
 
