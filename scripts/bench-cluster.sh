@@ -16,6 +16,9 @@
 #     filtering query (every record visited, no count shortcut) SCAN_QUERIES
 #     times on each, records scanned per second side by side, and the
 #     answers compared.
+# FRAGMENTS (default 16, the data dir default) is the fragment count of
+# the write-throughput part's node and members: one Raft group per
+# fragment, so fewer fragments put more writes in each group's rounds.
 # Installs wrk and etcd-server when missing. Both sides share the machine's
 # cores (stated in the output).
 set -euo pipefail
@@ -27,6 +30,7 @@ THREADS=${THREADS:-2}
 FAILOVERS=${FAILOVERS:-10}
 SCAN_RECORDS=${SCAN_RECORDS:-200000}
 SCAN_QUERIES=${SCAN_QUERIES:-10}
+FRAGMENTS=${FRAGMENTS:-16}
 
 need=()
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
@@ -121,12 +125,12 @@ start_ebb() { # name extra-args...: starts ebb serve, echoes nothing
   echo $! >"$work/$name.pid"
 }
 
-echo "== write throughput: $CONNECTIONS connections, $DURATION, 100-byte values, unique keys, $(nproc) cores shared by every process"
-start_ebb single --listen 127.0.0.1:7260
+echo "== write throughput: $CONNECTIONS connections, $DURATION, 100-byte values, unique keys, $FRAGMENTS fragments, $(nproc) cores shared by every process"
+start_ebb single --listen 127.0.0.1:7260 --fragments "$FRAGMENTS"
 wait_ok http://127.0.0.1:7260/health
 peers="1=127.0.0.1:7271,2=127.0.0.1:7272,3=127.0.0.1:7273"
 for n in 1 2 3; do
-  start_ebb "node$n" --listen "127.0.0.1:726$n" --node-id "$n" --cluster-listen "127.0.0.1:727$n" --peers "$peers"
+  start_ebb "node$n" --listen "127.0.0.1:726$n" --node-id "$n" --cluster-listen "127.0.0.1:727$n" --peers "$peers" --fragments "$FRAGMENTS"
 done
 for n in 1 2 3; do wait_ok "http://127.0.0.1:726$n/health"; done
 until curl -fsS -X PUT --data x "http://127.0.0.1:7261/v1/tables/warm/keys/k" >/dev/null 2>&1; do sleep 0.1; done
@@ -178,7 +182,7 @@ for run in $(seq "$FAILOVERS"); do
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   times+=("$ms")
   echo "run $run: member $leader killed, every fragment written through member $other after $ms ms"
-  start_ebb "node$leader" --listen "127.0.0.1:726$leader" --node-id "$leader" --cluster-listen "127.0.0.1:727$leader" --peers "$peers"
+  start_ebb "node$leader" --listen "127.0.0.1:726$leader" --node-id "$leader" --cluster-listen "127.0.0.1:727$leader" --peers "$peers" --fragments "$FRAGMENTS"
   wait_ok "http://127.0.0.1:726$leader/health"
   sleep 2
 done

@@ -288,6 +288,19 @@ fn table_query_strategy() -> impl Strategy<Value = Query> {
             "SELECT key, value, length(key) FROM t WHERE key IN (?, ?, ?) ORDER BY key",
             vec![a, b, c]
         )),
+        // The key-order merge, descending and with keyset bounds.
+        (text(), small(12), small(6)).prop_map(|(a, l, o)| same(
+            "SELECT key, value FROM t WHERE key >= ? ORDER BY key DESC LIMIT ? OFFSET ?",
+            vec![a, l, o]
+        )),
+        (text(), small(8), small(12)).prop_map(|(a, n, l)| same(
+            "SELECT key, length(value) FROM t WHERE key < ? AND length(value) > ? ORDER BY key DESC, value LIMIT ?",
+            vec![a, n, l]
+        )),
+        (text(), small(12)).prop_map(|(a, l)| same(
+            "SELECT key FROM t WHERE key > ? ORDER BY key LIMIT ?",
+            vec![a, l]
+        )),
         text().prop_map(|a| same(
             "SELECT count(*), count(value), sum(length(value)), min(key), max(key), avg(length(value)) FROM t WHERE key > ?",
             vec![a]

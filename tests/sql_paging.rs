@@ -65,6 +65,9 @@ async fn a_result_split_over_many_pages_equals_the_one_shot_result() {
         "SELECT key FROM t WHERE key >= 'k0100' AND key < 'k0400' LIMIT 150 OFFSET 20",
         "SELECT key, value FROM t ORDER BY value DESC, key LIMIT 300",
         "SELECT value, count(*), min(key) FROM t GROUP BY value ORDER BY value",
+        "SELECT key, value FROM t ORDER BY key DESC",
+        "SELECT key FROM t WHERE (key > 'k0100' AND key <= 'k0200') OR key >= 'k0500' ORDER BY key DESC LIMIT 150 OFFSET 20",
+        "SELECT key FROM t WHERE key > 'k0123' AND value <> '3' ORDER BY key LIMIT 40",
     ] {
         let (one_shot, pages) = all_pages(&node, query, 10_000).await;
         assert_eq!(pages, 1, "{query}");
@@ -77,6 +80,68 @@ async fn a_result_split_over_many_pages_equals_the_one_shot_result() {
     assert!(
         rows.windows(2).all(|w| w[0][0].total_cmp(&w[1][0]).is_lt()),
         "key order, no duplicates"
+    );
+    let (reversed, _) = all_pages(&node, "SELECT key FROM t ORDER BY key DESC", 13).await;
+    assert_eq!(reversed.len(), 600);
+    assert!(
+        reversed
+            .windows(2)
+            .all(|w| w[0][0].total_cmp(&w[1][0]).is_gt()),
+        "descending key order, no duplicates"
+    );
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_ordered_limits_and_keyset_pages_visit_what_they_return_not_the_table() {
+    let node = node_with(QueryBudgets::default(), 2000).await;
+    let run = |text: &'static str| {
+        let node = node.clone();
+        async move { node.query(sql(text, 1000)).await.unwrap() }
+    };
+    let keys = |output: &QueryOutput| -> Vec<String> {
+        output.rows.iter().map(|r| r[0].render()).collect()
+    };
+    // Four partitions: the merge needs at most LIMIT + OFFSET records of
+    // each, in the result's direction, whatever the table holds.
+    let first = run("SELECT key FROM t ORDER BY key LIMIT 3").await;
+    assert_eq!(keys(&first), ["k0000", "k0001", "k0002"]);
+    assert!(
+        first.stats.scanned <= 4 * 3,
+        "scanned {}",
+        first.stats.scanned
+    );
+    let last = run("SELECT key FROM t ORDER BY key DESC LIMIT 3 OFFSET 1").await;
+    assert_eq!(keys(&last), ["k1998", "k1997", "k1996"]);
+    assert!(
+        last.stats.scanned <= 4 * 4,
+        "scanned {}",
+        last.stats.scanned
+    );
+    // Keyset pagination starts at its key in every partition.
+    let keyset = run("SELECT key FROM t WHERE key > 'k1500' ORDER BY key LIMIT 5").await;
+    assert_eq!(keys(&keyset), ["k1501", "k1502", "k1503", "k1504", "k1505"]);
+    assert!(
+        keyset.stats.scanned <= 4 * 5,
+        "scanned {}",
+        keyset.stats.scanned
+    );
+    let before = run("SELECT key FROM t WHERE key < 'k0500' ORDER BY key DESC LIMIT 2").await;
+    assert_eq!(keys(&before), ["k0499", "k0498"]);
+    assert!(
+        before.stats.scanned <= 4 * 2,
+        "scanned {}",
+        before.stats.scanned
+    );
+    // EXPLAIN names the strategy.
+    let explain = run("EXPLAIN SELECT key FROM t ORDER BY key DESC LIMIT 3").await;
+    assert!(
+        explain
+            .rows
+            .iter()
+            .any(|r| r[0].render().contains("descending key order")),
+        "{:?}",
+        explain.rows
     );
     node.shutdown().await.unwrap();
 }

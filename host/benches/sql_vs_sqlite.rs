@@ -1,7 +1,10 @@
 //! ebb vs SQLite on the same 1 million generated rows, side by side in one
-//! run: full-scan count, prefix-range aggregate, filtered projection with
-//! LIMIT, GROUP BY. SQLite uses a file database with a warm cache and
-//! case-sensitive LIKE (so its LIKE prefix optimization applies too).
+//! run: whole-table count, prefix-range aggregate, filtered projection with
+//! LIMIT, GROUP BY, and the key-ordered first pages and keyset page. SQLite
+//! uses a file database with a warm cache, its primary-key index on `key`
+//! and case-sensitive LIKE (so its LIKE prefix optimization applies too).
+//! Before timing, each query's answers are compared row by row (in order
+//! where the query orders them).
 //!
 //! Run with `make bench-sql` (`ROWS=...` to change the row count).
 
@@ -10,6 +13,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use ebb_host::{Node, NodeConfig, QueryRequest};
+use ebb_query::Value;
 
 const RUNS: usize = 5;
 
@@ -43,19 +47,47 @@ fn main() {
 
     let sqlite = common::load_sqlite(dir.path(), rows, row, common::SqliteValue::Blob);
 
+    // (label, query, whether its rows come in a defined order)
     let queries = [
-        ("full-scan count", "SELECT count(*) FROM t"),
+        (
+            "count(*) (ebb: from counters)",
+            "SELECT count(*) FROM t",
+            true,
+        ),
         (
             "prefix-range aggregate",
             "SELECT count(*), sum(length(value)) FROM t WHERE key LIKE 'user:%'",
+            true,
         ),
         (
-            "filtered projection + LIMIT",
+            "filtered full-scan projection",
             "SELECT key, value FROM t WHERE length(value) > 100 LIMIT 100",
+            false,
         ),
         (
             "GROUP BY",
             "SELECT substr(key, 1, 4) AS p, count(*), max(length(value)) FROM t GROUP BY p",
+            false,
+        ),
+        (
+            "filter ORDER BY key LIMIT 100",
+            "SELECT key FROM t WHERE length(value) > 38 ORDER BY key LIMIT 100",
+            true,
+        ),
+        (
+            "ORDER BY key LIMIT 100",
+            "SELECT key FROM t ORDER BY key LIMIT 100",
+            true,
+        ),
+        (
+            "ORDER BY key DESC LIMIT 100",
+            "SELECT key FROM t ORDER BY key DESC LIMIT 100",
+            true,
+        ),
+        (
+            "keyset key >= ? LIMIT 10",
+            "SELECT key FROM t WHERE key >= 'order:00500000' ORDER BY key LIMIT 10",
+            true,
         ),
     ];
     println!();
@@ -67,7 +99,7 @@ fn main() {
         "{:<30} {:>10} {:>14} {:>10} {:>14} {:>12}",
         "query", "ebb ms", "ebb rows/s", "SQLite ms", "SQLite rows/s", "SQLite/ebb"
     );
-    for (name, sql) in queries {
+    for (name, sql, ordered) in queries {
         let run_ebb = || {
             runtime.block_on(async {
                 let started = Instant::now();
@@ -79,7 +111,7 @@ fn main() {
                     })
                     .await
                     .unwrap();
-                (started.elapsed(), output.rows.len(), output.stats.scanned)
+                (started.elapsed(), output.rows, output.stats.scanned)
             })
         };
         let run_sqlite = || {
@@ -87,18 +119,28 @@ fn main() {
             let mut statement = sqlite.prepare_cached(sql).unwrap();
             let columns = statement.column_count();
             let mut rows = statement.query([]).unwrap();
-            let mut n = 0;
+            let mut out: Vec<Vec<String>> = Vec::new();
             while let Some(row) = rows.next().unwrap() {
-                for i in 0..columns {
-                    let _ = row.get_ref(i).unwrap();
-                }
-                n += 1;
+                out.push(
+                    (0..columns)
+                        .map(|i| sqlite_text(row.get_ref(i).unwrap()))
+                        .collect(),
+                );
             }
-            (started.elapsed(), n)
+            (started.elapsed(), out)
         };
         let (_, ebb_rows, scanned) = run_ebb();
         let (_, sqlite_rows) = run_sqlite();
-        assert_eq!(ebb_rows, sqlite_rows, "{name}: result sizes differ");
+        let mut ebb_rows: Vec<Vec<String>> = ebb_rows
+            .iter()
+            .map(|row| row.iter().map(ebb_text).collect())
+            .collect();
+        let mut sqlite_rows = sqlite_rows;
+        if !ordered {
+            ebb_rows.sort();
+            sqlite_rows.sort();
+        }
+        assert_eq!(ebb_rows, sqlite_rows, "{name}: the answers differ");
         let ebb = common::median((0..RUNS).map(|_| run_ebb().0).collect());
         let lite = common::median((0..RUNS).map(|_| run_sqlite().0).collect());
         let per_second = |d: Duration| scanned as f64 / d.as_secs_f64();
@@ -113,7 +155,30 @@ fn main() {
         );
     }
     println!(
-        "rows/s = records the query visits (as ebb counts them) per second; SQLite/ebb > 1 means ebb is faster"
+        "rows/s = records the query visits (as ebb counts them) per second; SQLite/ebb > 1 means ebb is faster; every answer checked equal"
     );
     runtime.block_on(node.shutdown()).unwrap();
+}
+
+/// An ebb value as text, to compare with SQLite's.
+fn ebb_text(value: &Value) -> String {
+    match value {
+        Value::Null => "NULL".into(),
+        Value::Bool(b) => i64::from(*b).to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Text(t) => t.to_string(),
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+    }
+}
+
+/// A SQLite value as text, to compare with ebb's.
+fn sqlite_text(value: rusqlite::types::ValueRef<'_>) -> String {
+    use rusqlite::types::ValueRef;
+    match value {
+        ValueRef::Null => "NULL".into(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(f) => f.to_string(),
+        ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t).into_owned(),
+    }
 }

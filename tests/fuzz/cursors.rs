@@ -151,7 +151,6 @@ fn forged() -> impl Strategy<Value = pb::Cursor> {
             0..6,
         ),
         any::<u64>(),
-        resume(),
         prop::collection::vec(
             (
                 prop_oneof![
@@ -166,36 +165,33 @@ fn forged() -> impl Strategy<Value = pb::Cursor> {
         ),
     )
         .prop_map(
-            |(sql, params, page_size, relaxed, partitions, emitted, last_key, plugins)| {
-                pb::Cursor {
-                    format: 1,
-                    sql,
-                    params,
-                    page_size,
-                    relaxed,
-                    partitions: partitions
-                        .into_iter()
-                        .map(|(fragment, resume_after, revision, incarnation, done)| {
-                            pb::PartitionCursor {
-                                fragment,
-                                resume_after,
-                                revision,
-                                incarnation,
-                                done,
-                            }
-                        })
-                        .collect(),
-                    emitted,
-                    last_key,
-                    plugins: plugins
-                        .into_iter()
-                        .map(|(name, version, sha256)| pb::PluginUse {
-                            name,
-                            version,
-                            sha256,
-                        })
-                        .collect(),
-                }
+            |(sql, params, page_size, relaxed, partitions, emitted, plugins)| pb::Cursor {
+                format: 2,
+                sql,
+                params,
+                page_size,
+                relaxed,
+                partitions: partitions
+                    .into_iter()
+                    .map(|(fragment, resume_after, revision, incarnation, done)| {
+                        pb::PartitionCursor {
+                            fragment,
+                            resume_after,
+                            revision,
+                            incarnation,
+                            done,
+                        }
+                    })
+                    .collect(),
+                emitted,
+                plugins: plugins
+                    .into_iter()
+                    .map(|(name, version, sha256)| pb::PluginUse {
+                        name,
+                        version,
+                        sha256,
+                    })
+                    .collect(),
             },
         )
 }

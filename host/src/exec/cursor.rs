@@ -7,8 +7,10 @@ use ebb_proto::query::v1 as pb;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-/// Format of the cursors this build writes and reads.
-const FORMAT: u32 = 1;
+/// Format of the cursors this build writes and reads. 2: `ORDER BY key
+/// [DESC]` continues the key-order merge (format 1 recomputed it sorted,
+/// so its positions mean something else).
+const FORMAT: u32 = 2;
 /// Longest cursor accepted, in characters.
 pub(crate) const MAX_CURSOR_CHARS: usize = 64 * 1024;
 
@@ -37,8 +39,8 @@ pub(crate) fn seal(key: &[u8; 32], mut cursor: pb::Cursor) -> String {
 }
 
 /// A query's cursor before its positions are known: everything but where
-/// the partitions stand, how many rows were returned and the last key,
-/// which [`Sealer::seal`] fills in when a response ends early.
+/// the partitions stand and how many rows were returned, which
+/// [`Sealer::seal`] fills in when a response ends early.
 pub(crate) struct Sealer<'a> {
     key: &'a [u8; 32],
     template: pb::Cursor,
@@ -51,19 +53,13 @@ impl<'a> Sealer<'a> {
     }
 
     /// The cursor continuing after `emitted` rows, with the partitions at
-    /// `partitions` (and, for relaxed buffered queries, `last_key`).
-    pub(crate) fn seal(
-        &self,
-        partitions: Vec<pb::PartitionCursor>,
-        emitted: u64,
-        last_key: Option<&str>,
-    ) -> String {
+    /// `partitions`.
+    pub(crate) fn seal(&self, partitions: Vec<pb::PartitionCursor>, emitted: u64) -> String {
         seal(
             self.key,
             pb::Cursor {
                 partitions,
                 emitted,
-                last_key: last_key.map(str::to_string),
                 ..self.template.clone()
             },
         )
@@ -92,7 +88,7 @@ pub(crate) fn open(key: &[u8; 32], token: &str) -> Result<pb::Cursor, InvalidCur
         .map_err(|_| InvalidCursor("undecodable contents".into()))?;
     if cursor.format != FORMAT {
         return Err(InvalidCursor(format!(
-            "format {} is not supported",
+            "format {} is another release's (this one reads {FORMAT}); run the query again",
             cursor.format
         )));
     }

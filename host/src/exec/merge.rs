@@ -1,17 +1,18 @@
 //! The key-order strategy: a k-way merge of the partitions' pages. Each
-//! partition's buffer is refilled when it runs dry, the smallest key goes
-//! next, and a response that fills ends with a cursor at the last key
-//! returned.
+//! partition's buffer is refilled when it runs dry (and only then, so a
+//! LIMIT stops the fetching), the smallest key goes next (the largest when
+//! descending: the partitions then scan in reverse), and a response that
+//! fills ends with a cursor at the last key returned.
 
 use super::cursor::Sealer;
 use super::error::QueryError;
-use super::physical::PhysicalPlan;
+use super::physical::{PhysicalPlan, Strategy};
 use super::scan::{self, Scan};
 use super::schedule::{Schedule, out_row_bytes};
 use super::sink::Sink;
 
-/// Merge `scans` into `sink` in key order; the cursor when the response
-/// filled before the result ended.
+/// Merge `scans` into `sink` in key order (descending for `ORDER BY key
+/// DESC`); the cursor when the response filled before the result ended.
 pub(crate) async fn run(
     schedule: &mut Schedule<'_>,
     plan: &PhysicalPlan,
@@ -20,9 +21,22 @@ pub(crate) async fn run(
     sealer: &Sealer<'_>,
 ) -> Result<Option<String>, QueryError> {
     let max_result_bytes = schedule.budgets().max_result_bytes;
+    let descending = plan.strategy == Strategy::KeyMerge { descending: true };
     let mut to_skip = plan.window.skip;
     let mut returned = 0u64;
     loop {
+        if plan.window.remaining.is_some_and(|r| returned >= r) {
+            return Ok(None);
+        }
+        // Without a filter every visible record visited is a row, and no
+        // partition can contribute more rows than are still wanted, so a
+        // page need not visit more records than that. With a filter, pages
+        // keep growing: a visit may yield no row.
+        let wanted = plan
+            .window
+            .remaining
+            .filter(|_| plan.logical.filter.is_none())
+            .map(|r| usize::try_from(to_skip.saturating_add(r - returned)).unwrap_or(usize::MAX));
         loop {
             let needy: Vec<usize> = (0..scans.len())
                 .filter(|&i| scans[i].buffer.is_empty() && !scans[i].done)
@@ -30,23 +44,29 @@ pub(crate) async fn run(
             if needy.is_empty() {
                 break;
             }
+            if let Some(wanted) = wanted {
+                for &i in &needy {
+                    scans[i].budget = scans[i].budget.min(wanted.max(1));
+                }
+            }
             for (i, page) in schedule.fetch(&mut scans, &needy).await? {
                 schedule.hold(page.rows.iter().map(out_row_bytes).sum())?;
                 scans[i].buffer.extend(page.rows);
             }
         }
-        let next = (0..scans.len())
-            .filter(|&i| !scans[i].buffer.is_empty())
-            .min_by(|&a, &b| scans[a].buffer[0].key.cmp(&scans[b].buffer[0].key));
+        let heads = (0..scans.len()).filter(|&i| !scans[i].buffer.is_empty());
+        let by_key = |a: &usize, b: &usize| scans[*a].buffer[0].key.cmp(&scans[*b].buffer[0].key);
+        let next = if descending {
+            heads.max_by(by_key)
+        } else {
+            heads.min_by(by_key)
+        };
         let Some(i) = next else { return Ok(None) };
-        if plan.window.remaining.is_some_and(|r| returned >= r) {
-            return Ok(None);
-        }
         if to_skip == 0
             && !sink.has_room(&scans[i].buffer[0].values, plan.page_size, max_result_bytes)?
         {
             let emitted = plan.window.emitted + returned;
-            return Ok(Some(sealer.seal(scan::positions(&scans), emitted, None)));
+            return Ok(Some(sealer.seal(scan::positions(&scans), emitted)));
         }
         let row = scans[i].buffer.pop_front().expect("non-empty buffer");
         schedule.release(out_row_bytes(&row));

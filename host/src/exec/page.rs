@@ -119,12 +119,10 @@ pub(crate) struct PageBudget {
     pub max_bytes: usize,
 }
 
+/// An ascending scan's lower bound: the range's start, or after `resume`
+/// (the last key visited) once that is inside the range.
 fn lower_bound<'a>(start: &'a Bound<String>, resume: Option<&'a str>) -> Bound<&'a str> {
-    let start = match start {
-        Bound::Included(s) => Bound::Included(s.as_str()),
-        Bound::Excluded(s) => Bound::Excluded(s.as_str()),
-        Bound::Unbounded => Bound::Unbounded,
-    };
+    let start = lower_bound_of(start);
     match (start, resume) {
         (start, None) => start,
         (Bound::Unbounded, Some(r)) => Bound::Excluded(r),
@@ -150,9 +148,57 @@ fn past_end(resume: &str, end: &Bound<String>) -> bool {
     }
 }
 
+/// A descending scan's upper bound: the range's end, or below `resume`
+/// (the last key visited) once that is inside the range.
+fn upper_bound_before<'a>(end: &'a Bound<String>, resume: Option<&'a str>) -> Bound<&'a str> {
+    let end = upper_bound(end);
+    match (end, resume) {
+        (end, None) => end,
+        (Bound::Unbounded, Some(r)) => Bound::Excluded(r),
+        (Bound::Included(e) | Bound::Excluded(e), Some(r)) if r > e => end,
+        (Bound::Excluded(e), Some(r)) if r == e => end,
+        (_, Some(r)) => Bound::Excluded(r),
+    }
+}
+
+fn lower_bound_of(start: &Bound<String>) -> Bound<&str> {
+    match start {
+        Bound::Included(s) => Bound::Included(s.as_str()),
+        Bound::Excluded(s) => Bound::Excluded(s.as_str()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Whether a descending scan that last visited `resume` has nothing left
+/// in a range starting at `start`.
+fn before_start(resume: &str, start: &Bound<String>) -> bool {
+    match start {
+        Bound::Included(s) | Bound::Excluded(s) => resume <= s.as_str(),
+        Bound::Unbounded => false,
+    }
+}
+
+/// The entries of one key range in the scan's direction.
+enum Entries<I> {
+    Forward(I),
+    Backward(I),
+}
+
+impl<'a, I: DoubleEndedIterator<Item = &'a Entry>> Iterator for Entries<I> {
+    type Item = &'a Entry;
+
+    fn next(&mut self) -> Option<&'a Entry> {
+        match self {
+            Entries::Forward(entries) => entries.next(),
+            Entries::Backward(entries) => entries.next_back(),
+        }
+    }
+}
+
 /// Evaluate one page of `plan` over `snapshot`: visit at most
-/// `budget.visit` records after `resume_after`, keep those visible at
-/// `snapshot_ms`. The page ends early once it has built a quarter of
+/// `budget.visit` records after `resume_after` (in descending key order,
+/// before it, when the plan orders by key descending), keep those visible
+/// at `snapshot_ms`. The page ends early once it has built a quarter of
 /// `budget.max_bytes`; it fails with [`EvalError::OverBudget`] only when
 /// one batch would build past all of it.
 pub(crate) fn run_page(
@@ -181,17 +227,32 @@ pub(crate) fn run_page(
     // Borrowed while scanning; copied once at the end.
     let mut last: Option<&Entry> = None;
     let mut exhausted = true;
-    'ranges: for range in &plan.ranges.0 {
-        if let Some(resume) = resume_after
-            && past_end(resume, &range.end)
-        {
-            continue;
-        }
-        let bounds = (
-            lower_bound(&range.start, resume_after),
-            upper_bound(&range.end),
-        );
-        let mut entries = snapshot.range::<(Bound<&str>, Bound<&str>)>(bounds);
+    let descending = plan.key_order() == Some(true);
+    let ranges: Box<dyn Iterator<Item = _>> = if descending {
+        Box::new(plan.ranges.0.iter().rev())
+    } else {
+        Box::new(plan.ranges.0.iter())
+    };
+    'ranges: for range in ranges {
+        let mut entries = if descending {
+            if resume_after.is_some_and(|resume| before_start(resume, &range.start)) {
+                continue;
+            }
+            let bounds = (
+                lower_bound_of(&range.start),
+                upper_bound_before(&range.end, resume_after),
+            );
+            Entries::Backward(snapshot.range::<(Bound<&str>, Bound<&str>)>(bounds))
+        } else {
+            if resume_after.is_some_and(|resume| past_end(resume, &range.end)) {
+                continue;
+            }
+            let bounds = (
+                lower_bound(&range.start, resume_after),
+                upper_bound(&range.end),
+            );
+            Entries::Forward(snapshot.range::<(Bound<&str>, Bound<&str>)>(bounds))
+        };
         window.clear();
         loop {
             while window.len() < PREFETCH_AHEAD

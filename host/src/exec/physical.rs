@@ -1,15 +1,15 @@
 //! The physical plan: how a query runs, as plain data. [`build`] decides it
 //! once, before anything runs, from the logical plan, the routing, the
 //! budgets and the request's paging: which partitions to scan, which
-//! strategy (k-way merge, buffered sort, partial aggregates, or the count
-//! shortcut), how many records a first page visits, which rows this response
+//! strategy (k-way merge in key order, ascending or descending, buffered
+//! sort, partial aggregates, or the count shortcut), how many records a first page visits, which rows this response
 //! may return, and what relaxed mode refuses. The strategies only carry it
 //! out, and EXPLAIN prints it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ebb_query::{Column, Expr, Plan, Shape};
+use ebb_query::{Plan, Shape};
 
 use super::error::QueryError;
 use super::{Consistency, QueryBudgets};
@@ -39,8 +39,6 @@ pub(crate) struct Paging {
 pub(crate) struct Continuing {
     /// Rows earlier pages returned.
     pub emitted: u64,
-    /// The last key returned, for relaxed continuations of buffered queries.
-    pub last_key: Option<String>,
 }
 
 /// A plugin version a plan calls.
@@ -57,12 +55,18 @@ pub(crate) struct PluginUse {
 /// How the rows are produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Strategy {
-    /// Row queries in key order: a k-way merge of the partitions' pages,
-    /// streaming; a response that fills ends with a cursor at the last key
+    /// Row queries in key order (no ORDER BY, or ORDER BY key [DESC]
+    /// first): a k-way merge of the partitions' pages, streaming, each
+    /// partition scanned in the result's direction and fetched only when
+    /// the merge needs its next row, so it stops once LIMIT + OFFSET rows
+    /// are out; a response that fills ends with a cursor at the last key
     /// returned.
-    KeyMerge,
-    /// Row queries with ORDER BY: every matching row is buffered, sorted and
-    /// paged; a continuation recomputes the result.
+    KeyMerge {
+        /// `ORDER BY key DESC`: partitions are scanned in reverse.
+        descending: bool,
+    },
+    /// Row queries with another ORDER BY: every matching row is buffered,
+    /// sorted and paged; a continuation recomputes the result.
     Sort {
         /// Rows the buffer holds before it is over `max_order_buffer`.
         max_rows: usize,
@@ -80,7 +84,14 @@ pub(crate) enum Strategy {
 impl Strategy {
     fn describe(&self) -> String {
         match self {
-            Strategy::KeyMerge => "k-way merge of the partitions' pages in key order".into(),
+            Strategy::KeyMerge { descending: false } => {
+                "k-way merge of the partitions' pages in key order, stopping at LIMIT + OFFSET rows"
+                    .into()
+            }
+            Strategy::KeyMerge { descending: true } => {
+                "k-way merge of the partitions' pages in descending key order (each scanned in reverse), stopping at LIMIT + OFFSET rows"
+                    .into()
+            }
             Strategy::Sort {
                 max_rows,
                 keep_top: Some(keep),
@@ -101,11 +112,6 @@ impl Strategy {
             }
         }
     }
-
-    /// Whether the strategy buffers the whole result before paging it.
-    pub(crate) fn is_buffered(&self) -> bool {
-        !matches!(self, Strategy::KeyMerge)
-    }
 }
 
 /// The rows of the whole result this response may return, in result order.
@@ -114,18 +120,13 @@ pub(crate) struct Window {
     /// Rows earlier pages returned.
     pub emitted: u64,
     /// Result rows passed over before the first one returned: the OFFSET on
-    /// a first page; on a guarded continuation of a buffered strategy, also
-    /// the rows already returned (the result is recomputed); 0 on a
+    /// a first page; on a continuation of a buffered strategy, also the
+    /// rows already returned (the result is recomputed); 0 on a
     /// continuation of the key-order merge (the partitions resume).
     pub skip: u64,
     /// Rows still to return in all (LIMIT less the rows returned); `None`
     /// without a LIMIT.
     pub remaining: Option<u64>,
-    /// A relaxed continuation of a buffered query in key order starts after
-    /// this key (it is the last key returned); `skip` is then 0.
-    pub after_key: Option<String>,
-    /// The result is in descending key order (`ORDER BY key DESC`).
-    pub descending: bool,
 }
 
 /// How a query runs.
@@ -155,17 +156,6 @@ pub(crate) struct PhysicalPlan {
     pub window: Window,
     /// The plugin versions the plan calls, by name.
     pub plugins: Vec<PluginUse>,
-}
-
-/// Whether continuations of `plan` can resume by key exactly: row queries
-/// in key order (no ORDER BY, or the key first, ascending or descending;
-/// keys are unique, so later sort keys never decide).
-fn key_ordered(plan: &Plan) -> bool {
-    matches!(plan.shape, Shape::Rows { .. })
-        && plan
-            .order_by
-            .first()
-            .is_none_or(|k| matches!(k.expr, Expr::Column(Column::Key)))
 }
 
 /// Whether `plan` is `COUNT(*)`s of a whole table: the partitions know it.
@@ -210,14 +200,19 @@ pub(crate) fn build(
     paging: Paging,
     plugins: Vec<PluginUse>,
 ) -> Result<PhysicalPlan, QueryError> {
-    if paging.consistency == Consistency::Relaxed && !logical.explain && !key_ordered(&logical) {
+    // Only the key-order merge resumes by key, so only it continues exactly
+    // whatever was written between pages.
+    if paging.consistency == Consistency::Relaxed
+        && !logical.explain
+        && logical.key_order().is_none()
+    {
         return Err(QueryError::InvalidRequest(
             "\"consistency\": \"relaxed\" continues only row queries in key order (no ORDER BY, or ORDER BY key [DESC] first): a record whose ORDER BY values or group change between pages could be returned twice or skipped; use the default guarded consistency, or order by key".into(),
         ));
     }
-    let strategy = match &logical.shape {
-        Shape::Rows { .. } if logical.order_by.is_empty() => Strategy::KeyMerge,
-        Shape::Rows { .. } => {
+    let strategy = match (&logical.shape, logical.key_order()) {
+        (Shape::Rows { .. }, Some(descending)) => Strategy::KeyMerge { descending },
+        (Shape::Rows { .. }, None) => {
             let max_rows = budgets.max_order_buffer;
             let keep_top = logical
                 .limit
@@ -225,44 +220,44 @@ pub(crate) fn build(
                 .filter(|&keep| keep <= max_rows / 2);
             Strategy::Sort { max_rows, keep_top }
         }
-        Shape::Aggregate { .. } if counts_only(&logical) => Strategy::CountFromPartitions,
-        Shape::Aggregate { .. } => Strategy::Aggregate,
+        (Shape::Aggregate { .. }, _) if counts_only(&logical) => Strategy::CountFromPartitions,
+        (Shape::Aggregate { .. }, _) => Strategy::Aggregate,
     };
     let emitted = paging.continuing.as_ref().map_or(0, |c| c.emitted);
     let remaining = logical.limit.map(|l| l.saturating_sub(emitted));
-    let relaxed_key = match &paging.continuing {
-        Some(c) if paging.consistency == Consistency::Relaxed && strategy.is_buffered() => {
-            c.last_key.clone()
-        }
-        _ => None,
-    };
     let skip = match (&paging.continuing, strategy) {
         (None, _) => logical.offset,
-        (Some(_), Strategy::KeyMerge) => 0,
-        (Some(_), _) if relaxed_key.is_some() => 0,
+        (Some(_), Strategy::KeyMerge { .. }) => 0,
         (Some(_), _) => logical.offset.saturating_add(emitted),
     };
     let window = Window {
         emitted,
         skip,
         remaining,
-        after_key: relaxed_key,
-        descending: logical.order_by.first().is_some_and(|k| k.descending),
     };
     let full = budgets.page_visit_budget;
+    let fragments = prune(&logical, routing);
     // A key-order merge cannot use more rows from one partition than the
     // response holds (or the LIMIT leaves), so a small LIMIT does not
-    // evaluate a full page in every partition.
+    // evaluate a full page in every partition. Keys spread evenly over the
+    // fragments, so a first page of twice a fair share (and a few more)
+    // usually suffices; a partition that runs dry (or whose filter rejects
+    // more) fetches its next, larger page when the merge needs it.
     let first_page_visits = match strategy {
-        Strategy::KeyMerge => {
+        Strategy::KeyMerge { .. } => {
             let response = skip.saturating_add(paging.page_size as u64);
             let wanted = remaining.map_or(response, |r| response.min(skip.saturating_add(r)));
+            let wanted = if fragments.len() > 1 {
+                wanted.min(wanted.saturating_mul(2).div_ceil(fragments.len() as u64) + 4)
+            } else {
+                wanted
+            };
             usize::try_from(wanted).unwrap_or(usize::MAX).clamp(1, full)
         }
         _ => full,
     };
     Ok(PhysicalPlan {
-        fragments: prune(&logical, routing),
+        fragments,
         fragment_count: routing.fragments,
         logical,
         strategy,
@@ -353,10 +348,21 @@ mod tests {
 
     #[test]
     fn each_shape_gets_its_strategy() {
-        assert_eq!(strategy("SELECT key FROM t"), Strategy::KeyMerge);
+        let ascending = Strategy::KeyMerge { descending: false };
+        assert_eq!(strategy("SELECT key FROM t"), ascending);
         assert_eq!(
             strategy("SELECT key FROM t WHERE value = 'a' LIMIT 5"),
-            Strategy::KeyMerge
+            ascending
+        );
+        assert_eq!(
+            strategy("SELECT key FROM t WHERE key > 'k' ORDER BY key LIMIT 5"),
+            ascending,
+            "ORDER BY key is the merge's order"
+        );
+        assert_eq!(
+            strategy("SELECT key, value FROM t ORDER BY key DESC, value LIMIT 5 OFFSET 2"),
+            Strategy::KeyMerge { descending: true },
+            "keys are unique: later sort keys never decide"
         );
         let max_rows = QueryBudgets::default().max_order_buffer;
         assert_eq!(
@@ -367,12 +373,12 @@ mod tests {
             }
         );
         assert_eq!(
-            strategy("SELECT key FROM t ORDER BY key DESC"),
+            strategy("SELECT key FROM t ORDER BY value, key"),
             Strategy::Sort {
                 max_rows,
                 keep_top: None
             },
-            "ORDER BY key DESC is not the merge's order"
+            "the key second is not key order"
         );
         assert_eq!(
             strategy("SELECT key FROM t ORDER BY value LIMIT 10 OFFSET 5"),
@@ -439,14 +445,26 @@ mod tests {
         assert_eq!(visits("SELECT key FROM t LIMIT 2", first(1000)), 2);
         assert_eq!(visits("SELECT key FROM t LIMIT 2 OFFSET 3", first(1000)), 5);
         assert_eq!(visits("SELECT key FROM t", first(7)), 7);
+        assert_eq!(
+            visits("SELECT key FROM t ORDER BY key DESC LIMIT 3", first(1000)),
+            3
+        );
         assert_eq!(visits("SELECT key FROM t LIMIT 0", first(10)), 1);
+        // Twice a fair share of the four partitions, and four more.
+        assert_eq!(visits("SELECT key FROM t LIMIT 100", first(1000)), 54);
+        assert_eq!(
+            visits("SELECT key FROM t WHERE value > 'a' LIMIT 100", first(1000)),
+            54
+        );
+        assert_eq!(
+            visits("SELECT key FROM t WHERE key = 'k1' LIMIT 100", first(1000)),
+            100,
+            "one partition holds every row there is"
+        );
         // A continuation skips no OFFSET and wants what the LIMIT leaves.
         let continuing = Paging {
             page_size: 1000,
-            continuing: Some(Continuing {
-                emitted: 8,
-                last_key: None,
-            }),
+            continuing: Some(Continuing { emitted: 8 }),
             ..Paging::default()
         };
         assert_eq!(
@@ -464,45 +482,31 @@ mod tests {
     #[test]
     fn the_window_skips_the_offset_first_and_what_was_returned_after() {
         let window = |sql: &str, paging: Paging| physical(sql, paging).unwrap().window;
-        let continuing = |consistency, last_key: Option<&str>| Paging {
+        let continuing = |consistency| Paging {
             page_size: 10,
             consistency,
-            continuing: Some(Continuing {
-                emitted: 4,
-                last_key: last_key.map(str::to_string),
-            }),
+            continuing: Some(Continuing { emitted: 4 }),
         };
         let sorted = "SELECT key FROM t ORDER BY value LIMIT 20 OFFSET 3";
         let opening = window(sorted, first(10));
         assert_eq!((opening.skip, opening.remaining), (3, Some(20)));
-        let guarded = window(sorted, continuing(Consistency::Guarded, Some("k4")));
+        let guarded = window(sorted, continuing(Consistency::Guarded));
         assert_eq!(
-            (guarded.skip, guarded.remaining, guarded.after_key),
-            (7, Some(16), None),
+            (guarded.skip, guarded.remaining),
+            (7, Some(16)),
             "a guarded continuation recomputes and skips OFFSET and the rows returned"
         );
-        let relaxed = window(
-            "SELECT key FROM t ORDER BY key DESC LIMIT 20 OFFSET 3",
-            continuing(Consistency::Relaxed, Some("k4")),
-        );
-        assert_eq!(
-            (
-                relaxed.skip,
-                relaxed.remaining,
-                relaxed.after_key.as_deref()
-            ),
-            (0, Some(16), Some("k4"))
-        );
-        assert!(relaxed.descending);
-        let merge = window(
+        for merged in [
             "SELECT key FROM t LIMIT 20 OFFSET 3",
-            continuing(Consistency::Relaxed, None),
-        );
-        assert_eq!(
-            (merge.skip, merge.remaining, merge.after_key),
-            (0, Some(16), None),
-            "the merge resumes its partitions instead"
-        );
+            "SELECT key FROM t ORDER BY key DESC LIMIT 20 OFFSET 3",
+        ] {
+            let merge = window(merged, continuing(Consistency::Relaxed));
+            assert_eq!(
+                (merge.skip, merge.remaining),
+                (0, Some(16)),
+                "{merged}: the merge resumes its partitions instead"
+            );
+        }
         assert_eq!(window("SELECT key FROM t", first(10)).remaining, None);
     }
 
@@ -545,9 +549,16 @@ mod tests {
         );
         assert!(
             merge.contains(
-                &"strategy: k-way merge of the partitions' pages in key order".to_string()
+                &"strategy: k-way merge of the partitions' pages in key order, stopping at LIMIT + OFFSET rows".to_string()
             ),
             "{merge:?}"
+        );
+        let reverse = lines("EXPLAIN SELECT key FROM t ORDER BY key DESC LIMIT 3");
+        assert!(
+            reverse
+                .iter()
+                .any(|l| l.contains("descending key order (each scanned in reverse)")),
+            "{reverse:?}"
         );
         assert!(
             merge

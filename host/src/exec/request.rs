@@ -167,10 +167,7 @@ impl<'a> Query<'a> {
         let paging = Paging {
             page_size,
             consistency,
-            continuing: previous.as_ref().map(|c| Continuing {
-                emitted: c.emitted,
-                last_key: c.last_key.clone(),
-            }),
+            continuing: previous.as_ref().map(|c| Continuing { emitted: c.emitted }),
         };
         let routing = Routing {
             fragments: ctx.fragment_count(),
@@ -238,7 +235,7 @@ impl<'a> Query<'a> {
         .await?;
         let sealer = Sealer::new(self.ctx.cursor_key, self.template.clone());
         match self.plan.strategy {
-            Strategy::KeyMerge => {
+            Strategy::KeyMerge { .. } => {
                 merge::run(&mut self.schedule, &self.plan, scans, sink, &sealer).await
             }
             _ => self.run_buffered(scans, sink, &sealer).await,
@@ -248,10 +245,9 @@ impl<'a> Query<'a> {
     /// Sorted row queries and aggregates: compute the whole result, then
     /// return the rows of the plan's window that fit.
     ///
-    /// A continuation recomputes the result. Guarded, nothing changed, so
-    /// the window skips the rows already returned by count. Relaxed (key
-    /// order only), it starts after the last key returned, so no key is
-    /// returned twice or skipped whatever was written between pages.
+    /// A continuation recomputes the result and, guarded (the only
+    /// consistency these strategies continue in), nothing changed, so the
+    /// window skips the rows already returned by count.
     async fn run_buffered(
         &mut self,
         mut scans: Vec<Scan>,
@@ -259,50 +255,34 @@ impl<'a> Query<'a> {
         sealer: &Sealer<'_>,
     ) -> Result<Option<String>, QueryError> {
         let plan = &self.plan;
-        let mut rows: Vec<(Option<Arc<str>>, Vec<Value>)> = match plan.strategy {
+        let mut rows: Vec<Vec<Value>> = match plan.strategy {
             Strategy::Sort { .. } => {
                 let descending = plan.logical.order_by.iter().map(|k| k.descending).collect();
                 sort::sorted_rows(&mut self.schedule, plan.strategy, descending, &mut scans)
                     .await?
                     .into_iter()
-                    .map(|row| (Some(row.key), row.values))
+                    .map(|row| row.values)
                     .collect()
             }
             Strategy::Aggregate | Strategy::CountFromPartitions => {
-                aggregate::aggregate_rows(&mut self.schedule, plan, &mut scans)
-                    .await?
-                    .into_iter()
-                    .map(|values| (None, values))
-                    .collect()
+                aggregate::aggregate_rows(&mut self.schedule, plan, &mut scans).await?
             }
-            Strategy::KeyMerge => unreachable!("the key-order merge is not buffered"),
+            Strategy::KeyMerge { .. } => unreachable!("the key-order merge is not buffered"),
         };
         let window = &plan.window;
-        let start = match &window.after_key {
-            Some(last) => rows.partition_point(|(key, _)| {
-                let key = key.as_deref().unwrap_or_default();
-                if window.descending {
-                    key >= last.as_str()
-                } else {
-                    key <= last.as_str()
-                }
-            }),
-            None => usize::try_from(window.skip).map_or(rows.len(), |s| s.min(rows.len())),
-        };
+        let start = usize::try_from(window.skip).map_or(rows.len(), |s| s.min(rows.len()));
         let end = window.remaining.map_or(rows.len(), |r| {
             start
                 .saturating_add(usize::try_from(r).unwrap_or(usize::MAX))
                 .min(rows.len())
         });
         let max_result_bytes = self.ctx.budgets.max_result_bytes;
-        let mut last_key: Option<Arc<str>> = None;
-        for (emitted, (key, row)) in (window.emitted..).zip(rows.drain(start..end)) {
+        for (emitted, row) in (window.emitted..).zip(rows.drain(start..end)) {
             if !sink.has_room(&row, plan.page_size, max_result_bytes)? {
                 let positions = scan::positions(&scans);
-                return Ok(Some(sealer.seal(positions, emitted, last_key.as_deref())));
+                return Ok(Some(sealer.seal(positions, emitted)));
             }
             sink.push(row).await?;
-            last_key = key;
         }
         Ok(None)
     }

@@ -74,7 +74,8 @@ pub(crate) async fn open(
     {
         return Err(InvalidCursor("it names a fragment this node does not have".into()).into());
     }
-    let merge = plan.strategy == Strategy::KeyMerge;
+    let merge = matches!(plan.strategy, Strategy::KeyMerge { .. });
+    let descending = plan.strategy == Strategy::KeyMerge { descending: true };
     let mut opened: HashMap<u32, Opened> = HashMap::new();
     if let Some(request) = remote {
         let elsewhere: Vec<u32> = plan
@@ -137,12 +138,17 @@ pub(crate) async fn open(
         scans.push(scan);
     }
     if merge {
-        // Every partition continues after the last key returned, not
-        // after its own last one. Unchanged data has no unreturned key
-        // below that position, so guarded pages are the same; a relaxed
-        // continuation skips keys written behind it since, rather than
-        // returning them out of key order.
-        let position = scans.iter().filter_map(|s| s.resume_after.clone()).max();
+        // Every partition continues after the last key returned (in the
+        // merge's direction), not after its own last one. Unchanged data
+        // has no unreturned key before that position, so guarded pages are
+        // the same; a relaxed continuation skips keys written behind it
+        // since, rather than returning them out of key order.
+        let positions = scans.iter().filter_map(|s| s.resume_after.clone());
+        let position = if descending {
+            positions.min()
+        } else {
+            positions.max()
+        };
         for scan in &mut scans {
             scan.resume_after.clone_from(&position);
             scan.emitted_to.clone_from(&position);

@@ -76,6 +76,23 @@ pub(crate) fn list_dead_letters(
     after: Option<&[u8]>,
     limit: usize,
 ) -> Result<DeadLetterPage, StoreError> {
+    let (events, more) = scan_dead_letters(store, table, after, limit, |_| true)?;
+    let next = more
+        .then(|| events.last().map(|e| crate::hex::encode(&e.event().id)))
+        .flatten();
+    Ok(DeadLetterPage { events, next })
+}
+
+/// The first `limit` dead letters of `table` in id order with ids after
+/// `after` that `keep` accepts, and whether more such remain. The scan
+/// stops at the first one past the limit.
+fn scan_dead_letters(
+    store: &dyn KvStore,
+    table: &TableName,
+    after: Option<&[u8]>,
+    limit: usize,
+    keep: impl Fn(&PendingEvent) -> bool,
+) -> Result<(Vec<PendingEvent>, bool), StoreError> {
     let prefix = dead_letter_prefix(table);
     let mut events = Vec::new();
     let mut more = false;
@@ -85,22 +102,23 @@ pub(crate) fn list_dead_letters(
             if after.is_some_and(|after| id <= after) {
                 return Ok(());
             }
+            let event = PendingEvent::decode(key, value)?;
+            if !keep(&event) {
+                return Ok(());
+            }
             if events.len() == limit {
                 more = true;
                 // Stop the scan: nothing after this is needed.
                 return Err(StoreError::Closed);
             }
-            events.push(PendingEvent::decode(key, value)?);
+            events.push(event);
             Ok(())
         })
         .or_else(|error| match error {
             StoreError::Closed if more => Ok(()),
             other => Err(other),
         })?;
-    let next = more
-        .then(|| events.last().map(|e| crate::hex::encode(&e.event().id)))
-        .flatten();
-    Ok(DeadLetterPage { events, next })
+    Ok((events, more))
 }
 
 /// Most dead letters one redrive moves (one write batch).
@@ -152,34 +170,7 @@ pub(crate) fn dead_letters_to_redrive(
         }
         return Ok((dead, false));
     }
-    if fragment.is_none() {
-        let page = list_dead_letters(store, table, None, limit)?;
-        return Ok((page.events, page.next.is_some()));
-    }
-    let mut more = false;
-    store
-        .scan_family(
-            Family::DeadLetters,
-            &dead_letter_prefix(table),
-            &mut |k, v| {
-                let event = PendingEvent::decode(k, v)?;
-                if !ours(&event) {
-                    return Ok(());
-                }
-                if dead.len() == limit {
-                    more = true;
-                    // Stop the scan: nothing after this is needed.
-                    return Err(StoreError::Closed);
-                }
-                dead.push(event);
-                Ok(())
-            },
-        )
-        .or_else(|error| match error {
-            StoreError::Closed if more => Ok(()),
-            other => Err(other),
-        })?;
-    Ok((dead, more))
+    scan_dead_letters(store, table, None, limit, ours)
 }
 
 /// The writes that move `dead` back into the outbox as fresh events

@@ -36,8 +36,8 @@ pub struct PartitionSnapshot {
 
 impl PartitionSnapshot {
     /// Every entry (tombstones included) whose key is in `range`, in key
-    /// order.
-    pub fn range<R: RangeBounds<str>>(&self, range: R) -> impl Iterator<Item = &Entry> {
+    /// order (reversed from the back).
+    pub fn range<R: RangeBounds<str>>(&self, range: R) -> impl DoubleEndedIterator<Item = &Entry> {
         self.records.range::<R, str>(range)
     }
 

@@ -158,6 +158,23 @@ impl Plan {
         calls
     }
 
+    /// `Some(descending)` when the result is in key order, so partitions
+    /// can be merged as they are scanned: a row query without ORDER BY
+    /// (ascending) or whose first sort key is the record's key (keys are
+    /// unique, so later sort keys never decide). `None` otherwise.
+    pub fn key_order(&self) -> Option<bool> {
+        if !matches!(self.shape, Shape::Rows { .. }) {
+            return None;
+        }
+        match self.order_by.first() {
+            None => Some(false),
+            Some(first) if matches!(first.expr, Expr::Column(Column::Key)) => {
+                Some(first.descending)
+            }
+            Some(_) => None,
+        }
+    }
+
     /// Whether any expression reads the record's `value` column.
     pub fn reads_value(&self) -> bool {
         let mut reads = false;
