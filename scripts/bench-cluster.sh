@@ -41,7 +41,9 @@ if [ "${#need[@]}" -gt 0 ]; then
   $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-cargo build --release -q --workspace --bins
+# With the examples, dependency features match the test build (see the
+# Makefile), so this reuses its artifacts instead of recompiling.
+cargo build --release -q --workspace --bins --examples
 bin="${CARGO_TARGET_DIR:-target}/release/ebb"
 work=$(mktemp -d)
 pids=()
