@@ -1,10 +1,12 @@
 //! ebb vs SQLite on the same 1 million generated rows, side by side in one
 //! run: whole-table count, prefix-range aggregate, filtered projection with
 //! LIMIT, GROUP BY, and the key-ordered first pages and keyset page. SQLite
-//! uses a file database with a warm cache, its primary-key index on `key`
-//! and case-sensitive LIKE (so its LIKE prefix optimization applies too).
-//! Before timing, each query's answers are compared row by row (in order
-//! where the query orders them).
+//! uses a file database with a warm cache and case-sensitive LIKE (so its
+//! LIKE prefix optimization applies too), with the rows twice: a rowid
+//! table with a primary-key index on `key` (`t`), and a `WITHOUT ROWID`
+//! table clustered by key (`c`), the layout closest to ebb's. Before
+//! timing, each query's answers are compared row by row (in order where
+//! the query orders them), on all three.
 //!
 //! Run with `make bench-sql` (`ROWS=...` to change the row count).
 
@@ -46,6 +48,12 @@ fn main() {
     runtime.block_on(common::load_ebb(&node, rows, row));
 
     let sqlite = common::load_sqlite(dir.path(), rows, row, common::SqliteValue::Blob);
+    sqlite
+        .execute_batch(
+            "CREATE TABLE c (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID;
+             INSERT INTO c SELECT key, value FROM t ORDER BY key;",
+        )
+        .unwrap();
 
     // (label, query, whether its rows come in a defined order)
     let queries = [
@@ -96,8 +104,15 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "{:<30} {:>10} {:>14} {:>10} {:>14} {:>12}",
-        "query", "ebb ms", "ebb rows/s", "SQLite ms", "SQLite rows/s", "SQLite/ebb"
+        "{:<30} {:>10} {:>14} {:>10} {:>14} {:>12} {:>12} {:>12}",
+        "query",
+        "ebb ms",
+        "ebb rows/s",
+        "SQLite ms",
+        "SQLite rows/s",
+        "SQLite/ebb",
+        "clustered ms",
+        "clustered/ebb"
     );
     for (name, sql, ordered) in queries {
         let run_ebb = || {
@@ -114,7 +129,8 @@ fn main() {
                 (started.elapsed(), output.rows, output.stats.scanned)
             })
         };
-        let run_sqlite = || {
+        let clustered_sql = sql.replacen("FROM t", "FROM c", 1);
+        let run_sqlite = |sql: &str| {
             let started = Instant::now();
             let mut statement = sqlite.prepare_cached(sql).unwrap();
             let columns = statement.column_count();
@@ -130,7 +146,8 @@ fn main() {
             (started.elapsed(), out)
         };
         let (_, ebb_rows, scanned) = run_ebb();
-        let (_, sqlite_rows) = run_sqlite();
+        let (_, sqlite_rows) = run_sqlite(sql);
+        let (_, mut clustered_rows) = run_sqlite(&clustered_sql);
         let mut ebb_rows: Vec<Vec<String>> = ebb_rows
             .iter()
             .map(|row| row.iter().map(ebb_text).collect())
@@ -139,19 +156,27 @@ fn main() {
         if !ordered {
             ebb_rows.sort();
             sqlite_rows.sort();
+            clustered_rows.sort();
         }
         assert_eq!(ebb_rows, sqlite_rows, "{name}: the answers differ");
+        assert_eq!(
+            ebb_rows, clustered_rows,
+            "{name}: the answers differ (WITHOUT ROWID)"
+        );
         let ebb = common::median((0..RUNS).map(|_| run_ebb().0).collect());
-        let lite = common::median((0..RUNS).map(|_| run_sqlite().0).collect());
+        let lite = common::median((0..RUNS).map(|_| run_sqlite(sql).0).collect());
+        let clustered = common::median((0..RUNS).map(|_| run_sqlite(&clustered_sql).0).collect());
         let per_second = |d: Duration| scanned as f64 / d.as_secs_f64();
         println!(
-            "{:<30} {:>10.2} {:>14.0} {:>10.2} {:>14.0} {:>12.2}",
+            "{:<30} {:>10.2} {:>14.0} {:>10.2} {:>14.0} {:>12.2} {:>12.2} {:>12.2}",
             name,
             ebb.as_secs_f64() * 1000.0,
             per_second(ebb),
             lite.as_secs_f64() * 1000.0,
             per_second(lite),
-            lite.as_secs_f64() / ebb.as_secs_f64()
+            lite.as_secs_f64() / ebb.as_secs_f64(),
+            clustered.as_secs_f64() * 1000.0,
+            clustered.as_secs_f64() / ebb.as_secs_f64()
         );
     }
     println!(

@@ -122,7 +122,7 @@ pub(crate) struct PageBudget {
 /// An ascending scan's lower bound: the range's start, or after `resume`
 /// (the last key visited) once that is inside the range.
 fn lower_bound<'a>(start: &'a Bound<String>, resume: Option<&'a str>) -> Bound<&'a str> {
-    let start = lower_bound_of(start);
+    let start = borrowed(start);
     match (start, resume) {
         (start, None) => start,
         (Bound::Unbounded, Some(r)) => Bound::Excluded(r),
@@ -132,12 +132,9 @@ fn lower_bound<'a>(start: &'a Bound<String>, resume: Option<&'a str>) -> Bound<&
     }
 }
 
-fn upper_bound(end: &Bound<String>) -> Bound<&str> {
-    match end {
-        Bound::Included(e) => Bound::Included(e.as_str()),
-        Bound::Excluded(e) => Bound::Excluded(e.as_str()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
+/// A range's bound as the index's range takes it.
+fn borrowed(bound: &Bound<String>) -> Bound<&str> {
+    bound.as_ref().map(String::as_str)
 }
 
 fn past_end(resume: &str, end: &Bound<String>) -> bool {
@@ -151,21 +148,13 @@ fn past_end(resume: &str, end: &Bound<String>) -> bool {
 /// A descending scan's upper bound: the range's end, or below `resume`
 /// (the last key visited) once that is inside the range.
 fn upper_bound_before<'a>(end: &'a Bound<String>, resume: Option<&'a str>) -> Bound<&'a str> {
-    let end = upper_bound(end);
+    let end = borrowed(end);
     match (end, resume) {
         (end, None) => end,
         (Bound::Unbounded, Some(r)) => Bound::Excluded(r),
         (Bound::Included(e) | Bound::Excluded(e), Some(r)) if r > e => end,
         (Bound::Excluded(e), Some(r)) if r == e => end,
         (_, Some(r)) => Bound::Excluded(r),
-    }
-}
-
-fn lower_bound_of(start: &Bound<String>) -> Bound<&str> {
-    match start {
-        Bound::Included(s) => Bound::Included(s.as_str()),
-        Bound::Excluded(s) => Bound::Excluded(s.as_str()),
-        Bound::Unbounded => Bound::Unbounded,
     }
 }
 
@@ -239,7 +228,7 @@ pub(crate) fn run_page(
                 continue;
             }
             let bounds = (
-                lower_bound_of(&range.start),
+                borrowed(&range.start),
                 upper_bound_before(&range.end, resume_after),
             );
             Entries::Backward(snapshot.range::<(Bound<&str>, Bound<&str>)>(bounds))
@@ -249,7 +238,7 @@ pub(crate) fn run_page(
             }
             let bounds = (
                 lower_bound(&range.start, resume_after),
-                upper_bound(&range.end),
+                borrowed(&range.end),
             );
             Entries::Forward(snapshot.range::<(Bound<&str>, Bound<&str>)>(bounds))
         };
@@ -402,4 +391,59 @@ fn evaluate_kept(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inc(s: &str) -> Bound<String> {
+        Bound::Included(s.to_string())
+    }
+
+    fn exc(s: &str) -> Bound<String> {
+        Bound::Excluded(s.to_string())
+    }
+
+    #[test]
+    fn an_ascending_scan_resumes_after_the_last_key_inside_its_range() {
+        assert_eq!(lower_bound(&inc("b"), None), Bound::Included("b"));
+        assert_eq!(lower_bound(&inc("b"), Some("a")), Bound::Included("b"));
+        assert_eq!(lower_bound(&inc("b"), Some("b")), Bound::Excluded("b"));
+        assert_eq!(lower_bound(&exc("b"), Some("b")), Bound::Excluded("b"));
+        assert_eq!(lower_bound(&inc("b"), Some("c")), Bound::Excluded("c"));
+        assert_eq!(
+            lower_bound(&Bound::Unbounded, Some("c")),
+            Bound::Excluded("c")
+        );
+        assert!(past_end("d", &exc("d")) && past_end("d", &inc("d")));
+        assert!(!past_end("c", &inc("d")) && !past_end("z", &Bound::Unbounded));
+    }
+
+    #[test]
+    fn a_descending_scan_resumes_before_the_last_key_inside_its_range() {
+        assert_eq!(upper_bound_before(&inc("m"), None), Bound::Included("m"));
+        assert_eq!(
+            upper_bound_before(&inc("m"), Some("n")),
+            Bound::Included("m")
+        );
+        assert_eq!(
+            upper_bound_before(&inc("m"), Some("m")),
+            Bound::Excluded("m")
+        );
+        assert_eq!(
+            upper_bound_before(&exc("m"), Some("m")),
+            Bound::Excluded("m")
+        );
+        assert_eq!(
+            upper_bound_before(&inc("m"), Some("k")),
+            Bound::Excluded("k")
+        );
+        assert_eq!(
+            upper_bound_before(&Bound::Unbounded, Some("k")),
+            Bound::Excluded("k")
+        );
+        assert!(before_start("b", &inc("b")) && before_start("a", &exc("b")));
+        assert!(!before_start("c", &inc("b")) && !before_start("", &Bound::Unbounded));
+    }
 }
