@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ebb_query::{Plan, Value};
+use ebb_query::{Plan, Shape, Value};
 
 use super::error::{self, QueryError};
 use super::page::{OutRow, PageBudget, PageOutput, run_page};
@@ -19,10 +19,11 @@ use crate::fragment::partition::PartitionSnapshot;
 use crate::plugin::PluginRuntime;
 
 /// Pages of at most this many records run on the task that asks for them,
-/// still admitted by the fragment's pool, when the plan calls no plugin and
-/// reads no value: such a page costs a few microseconds (no I/O, no
-/// sandbox, no value bytes), less than handing it to a query thread and
-/// back, which dominated a key-ordered `LIMIT` query's time.
+/// still admitted by the fragment's pool, when the plan is a row query that
+/// calls no function (so no plugin and no unsandboxed native) and reads no
+/// value: such a page costs a few microseconds (no I/O, no sandbox, no
+/// value bytes), less than handing it to a query thread and back, which
+/// dominated a key-ordered `LIMIT` query's time.
 pub(crate) const INLINE_VISITS: usize = 64;
 
 /// A running query's pages and budgets.
@@ -30,8 +31,8 @@ pub(crate) struct Schedule<'a> {
     fragments: &'a [Fragment],
     runtime: &'a Arc<PluginRuntime>,
     plan: Arc<Plan>,
-    /// The plan calls no plugin and reads no value: its small pages run
-    /// inline.
+    /// A row query that calls no function and reads no value: its small
+    /// pages run inline.
     light: bool,
     budgets: QueryBudgets,
     snapshot_ms: u64,
@@ -105,7 +106,9 @@ impl<'a> Schedule<'a> {
         budgets: QueryBudgets,
         snapshot_ms: u64,
     ) -> Self {
-        let light = plan.plugin_calls().is_empty() && !plan.reads_value();
+        let light = matches!(plan.shape, Shape::Rows { .. })
+            && !plan.calls_functions()
+            && !plan.reads_value();
         Self {
             fragments,
             runtime,

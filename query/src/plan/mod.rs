@@ -175,6 +175,16 @@ impl Plan {
         }
     }
 
+    /// Whether any expression calls a function: built in, native (the
+    /// embedder's, unsandboxed) or plugin.
+    pub fn calls_functions(&self) -> bool {
+        let mut calls = false;
+        for expr in self.exprs() {
+            expr.walk(&mut |e| calls |= matches!(e, Expr::Call { .. }));
+        }
+        calls
+    }
+
     /// Whether any expression reads the record's `value` column.
     pub fn reads_value(&self) -> bool {
         let mut reads = false;
