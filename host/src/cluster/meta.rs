@@ -517,7 +517,13 @@ pub(super) async fn start_group(
     let stopped = |error: &dyn std::fmt::Display| ClusterError::MetaStopped {
         reason: error.to_string(),
     };
-    let meta_machine = Arc::new(MetaMachine::open(metadata, store).map_err(|e| stopped(&e))?);
+    // The stored layout is read on the blocking pool, never on a tokio worker.
+    let reading = store.clone();
+    let meta_machine = tokio::task::spawn_blocking(move || MetaMachine::open(metadata, &reading))
+        .await
+        .map_err(|e| stopped(&e))?
+        .map_err(|e| stopped(&e))?;
+    let meta_machine = Arc::new(meta_machine);
     let machine = StateMachine::open(meta_machine.clone(), GroupId::META, store.clone())
         .await
         .map_err(|e| stopped(&e))?;

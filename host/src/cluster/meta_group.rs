@@ -1,6 +1,7 @@
 //! Changing the metadata from any member: a change proposed by the
-//! metadata group's leader (here or forwarded), and the wait until the
-//! members applied it. See docs/cluster.md, "The metadata group".
+//! metadata group's leader (here or forwarded), the wait until the members
+//! applied it, and the check of this member's layout against the recorded
+//! one. See docs/cluster.md, "The metadata group".
 
 use std::sync::Arc;
 use std::time::Duration;
