@@ -374,6 +374,31 @@ fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
     }
 }
 
+/// Split a join's residual WHERE into the conjuncts that read only the
+/// scanned table (`before` the lookup) and the others (`after`), each kept
+/// in its written order.
+pub(crate) fn split_at_join(residual: Option<Expr>) -> (Option<Expr>, Option<Expr>) {
+    let mut parts = Vec::new();
+    if let Some(residual) = residual {
+        conjuncts(residual, &mut parts);
+    }
+    let (after, before): (Vec<Expr>, Vec<Expr>) = parts.into_iter().partition(|part| {
+        let mut joined = false;
+        part.walk(&mut |e| joined |= matches!(e, Expr::Joined(_)));
+        joined
+    });
+    (and_all(before), and_all(after))
+}
+
+/// The conjunction of `parts`, `None` when there are none.
+fn and_all(parts: Vec<Expr>) -> Option<Expr> {
+    parts.into_iter().reduce(|left, right| Expr::Binary {
+        op: BinaryOp::And,
+        left: Box::new(left),
+        right: Box::new(right),
+    })
+}
+
 /// Split `filter` into key ranges and a residual predicate.
 pub(crate) fn push_down(filter: Option<Expr>) -> Pushdown {
     let Some(filter) = filter else {
@@ -402,11 +427,7 @@ pub(crate) fn push_down(filter: Option<Expr>) -> Pushdown {
             None => residual.push(part),
         }
     }
-    let residual = residual.into_iter().reduce(|left, right| Expr::Binary {
-        op: BinaryOp::And,
-        left: Box::new(left),
-        right: Box::new(right),
-    });
+    let residual = and_all(residual);
     Pushdown {
         ranges,
         pushed,

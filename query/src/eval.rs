@@ -13,6 +13,10 @@ use crate::value::Value;
 pub trait RowSource {
     /// A column of the record.
     fn column(&self, column: Column) -> Value;
+    /// A column of the joined table's record (NULL when there is none).
+    fn joined(&self, _column: Column) -> Value {
+        Value::Null
+    }
     /// GROUP BY value `i` (groups only).
     fn group_key(&self, _i: usize) -> Value {
         Value::Null
@@ -50,6 +54,7 @@ pub fn eval_batch<R: RowSource>(
             vec![batch_copy(v); n]
         }
         Expr::Column(c) => rows.iter().map(|r| r.column(*c)).collect(),
+        Expr::Joined(c) => rows.iter().map(|r| r.joined(*c)).collect(),
         Expr::GroupKey(i) => rows.iter().map(|r| r.group_key(*i)).collect(),
         Expr::AggResult(i) => rows.iter().map(|r| r.agg_result(*i)).collect(),
         Expr::Unary { op, expr } => eval_batch(expr, rows, meter)?
@@ -67,6 +72,20 @@ pub fn eval_batch<R: RowSource>(
                 .zip(r)
                 .map(|(a, b)| concat(&a, &b, meter))
                 .collect::<Result<_, _>>()?
+        }
+        Expr::Binary {
+            op: op @ (BinaryOp::And | BinaryOp::Or),
+            left,
+            right,
+        } if calls_function(right) => short_circuit(*op, left, right, rows, meter)?,
+        Expr::Binary {
+            op: op @ (BinaryOp::Arrow | BinaryOp::LongArrow),
+            left,
+            right,
+        } => {
+            let l = eval_batch(left, rows, meter)?;
+            let r = eval_batch(right, rows, meter)?;
+            json_arrow(*op, l, r, meter)?
         }
         Expr::Binary { op, left, right } => {
             let l = eval_batch(left, rows, meter)?;
@@ -160,6 +179,17 @@ pub fn eval_batch<R: RowSource>(
             meter.charge_values(&out)?;
             out
         }
+        Expr::Case {
+            operand,
+            branches,
+            otherwise,
+        } => case(
+            operand.as_deref(),
+            branches,
+            otherwise.as_deref(),
+            rows,
+            meter,
+        )?,
         Expr::Call { function, args } => {
             let columns: Vec<Vec<Value>> = args
                 .iter()
@@ -179,6 +209,222 @@ pub fn eval_batch<R: RowSource>(
             out
         }
     })
+}
+
+/// `l -> r` (`->>`) over a batch: SQLite's JSON operators, which fail the
+/// query on a malformed document.
+#[inline(never)]
+fn json_arrow(
+    op: BinaryOp,
+    l: Vec<Value>,
+    r: Vec<Value>,
+    meter: &mut Meter,
+) -> Result<Vec<Value>, EvalError> {
+    let rows = l.len();
+    let out = crate::functions::json_arrow(op == BinaryOp::LongArrow).call(&[l, r], rows)?;
+    meter.charge_values(&out)?;
+    Ok(out)
+}
+
+/// Whether `expr` calls a function or reads JSON (either may fail, or cost
+/// a sandbox call).
+#[inline(never)]
+fn calls_function(expr: &Expr) -> bool {
+    let mut calls = false;
+    expr.walk(&mut |e| {
+        calls |= matches!(
+            e,
+            Expr::Call { .. }
+                | Expr::Binary {
+                    op: BinaryOp::Arrow | BinaryOp::LongArrow,
+                    ..
+                }
+        )
+    });
+    calls
+}
+
+/// `left AND right` (`OR`) evaluating `right` only for the rows `left` does
+/// not decide (false for `AND`, true for `OR`), as SQLite does: so
+/// `json_valid(value) AND value ->> 'a' = 1` never reads an invalid
+/// document. Used when `right` calls a function; otherwise both sides are
+/// evaluated whole, which is cheaper and gives the same values. A chain of
+/// the same operator (`a AND b AND c`, left-deep) is evaluated in one loop,
+/// operand by operand, so a long chain does not recurse once per term.
+#[inline(never)]
+fn short_circuit<R: RowSource>(
+    op: BinaryOp,
+    left: &Expr,
+    right: &Expr,
+    rows: &[R],
+    meter: &mut Meter,
+) -> Result<Vec<Value>, EvalError> {
+    let mut operands = vec![right];
+    let mut first = left;
+    while let Expr::Binary {
+        op: inner,
+        left,
+        right,
+    } = first
+        && *inner == op
+    {
+        operands.push(right);
+        first = left;
+    }
+    let decided = op == BinaryOp::Or;
+    let mut out: Vec<Value> = eval_batch(first, rows, meter)?;
+    for operand in operands.into_iter().rev() {
+        let open: Vec<usize> = (0..rows.len())
+            .filter(|&i| out[i].truth() != Some(decided))
+            .collect();
+        let values = eval_subset(operand, rows, &open, meter)?;
+        for (i, value) in open.into_iter().zip(values) {
+            let so_far = std::mem::replace(&mut out[i], Value::Null);
+            out[i] = binary(op, so_far, value, false, false);
+        }
+    }
+    for value in &mut out {
+        if value.truth() == Some(decided) && !matches!(value, Value::Bool(_)) {
+            *value = Value::Bool(decided);
+        }
+    }
+    Ok(out)
+}
+
+/// `CASE` over a batch: each `when` is evaluated for the rows no earlier
+/// branch took, each `then` for the rows its `when` took, `ELSE` for the
+/// rest; the simple form's operand once for every row.
+#[inline(never)]
+fn case<R: RowSource>(
+    operand: Option<&Expr>,
+    branches: &[(Expr, Expr)],
+    otherwise: Option<&Expr>,
+    rows: &[R],
+    meter: &mut Meter,
+) -> Result<Vec<Value>, EvalError> {
+    let mut out = vec![Value::Null; rows.len()];
+    let subject = operand.map(|o| eval_batch(o, rows, meter)).transpose()?;
+    let operand_is_key = operand.is_some_and(is_key);
+    let mut pending: Vec<usize> = (0..rows.len()).collect();
+    for (when, then) in branches {
+        if pending.is_empty() {
+            break;
+        }
+        let conditions = eval_subset(when, rows, &pending, meter)?;
+        let (mut taken, mut left) = (Vec::new(), Vec::new());
+        for (i, condition) in pending.iter().zip(&conditions) {
+            let matched = match &subject {
+                Some(subject) => {
+                    compare(&subject[*i], condition, operand_is_key, is_key(when))
+                        == Some(Ordering::Equal)
+                }
+                None => condition.truth() == Some(true),
+            };
+            if matched { &mut taken } else { &mut left }.push(*i);
+        }
+        for (i, value) in taken.iter().zip(eval_subset(then, rows, &taken, meter)?) {
+            out[*i] = value;
+        }
+        pending = left;
+    }
+    if let Some(otherwise) = otherwise {
+        for (i, value) in pending
+            .iter()
+            .zip(eval_subset(otherwise, rows, &pending, meter)?)
+        {
+            out[*i] = value;
+        }
+    }
+    Ok(out)
+}
+
+/// `expr` for the rows at `picked` (ascending indexes into `rows`), in
+/// that order. All rows are evaluated in place; a proper subset is first
+/// copied into [`Copied`] rows holding what `expr` reads, so a branch is
+/// never evaluated for a row that does not reach it.
+#[inline(never)]
+fn eval_subset<R: RowSource>(
+    expr: &Expr,
+    rows: &[R],
+    picked: &[usize],
+    meter: &mut Meter,
+) -> Result<Vec<Value>, EvalError> {
+    if picked.is_empty() {
+        return Ok(Vec::new());
+    }
+    if picked.len() == rows.len() {
+        return eval_batch(expr, rows, meter);
+    }
+    let reads = Reads::of(expr);
+    let copied: Vec<Copied> = picked.iter().map(|i| reads.copy(&rows[*i])).collect();
+    eval_batch(expr, &copied, meter)
+}
+
+/// What an expression reads from its row source.
+struct Reads {
+    columns: Vec<Column>,
+    joined: Vec<Column>,
+    group_keys: usize,
+    agg_results: usize,
+}
+
+impl Reads {
+    fn of(expr: &Expr) -> Reads {
+        let mut reads = Reads {
+            columns: Vec::new(),
+            joined: Vec::new(),
+            group_keys: 0,
+            agg_results: 0,
+        };
+        expr.walk(&mut |e| match e {
+            Expr::Column(c) if !reads.columns.contains(c) => reads.columns.push(*c),
+            Expr::Joined(c) if !reads.joined.contains(c) => reads.joined.push(*c),
+            Expr::GroupKey(i) => reads.group_keys = reads.group_keys.max(i + 1),
+            Expr::AggResult(i) => reads.agg_results = reads.agg_results.max(i + 1),
+            _ => {}
+        });
+        reads
+    }
+
+    fn copy<R: RowSource>(&self, row: &R) -> Copied {
+        Copied {
+            columns: self.columns.iter().map(|c| (*c, row.column(*c))).collect(),
+            joined: self.joined.iter().map(|c| (*c, row.joined(*c))).collect(),
+            group_keys: (0..self.group_keys).map(|i| row.group_key(i)).collect(),
+            agg_results: (0..self.agg_results).map(|i| row.agg_result(i)).collect(),
+        }
+    }
+}
+
+/// A row of a subset: the values its expression reads, copied out of the
+/// original row source. One concrete type, so nested `CASE` does not
+/// instantiate the evaluator for ever deeper row types.
+struct Copied {
+    columns: Vec<(Column, Value)>,
+    joined: Vec<(Column, Value)>,
+    group_keys: Vec<Value>,
+    agg_results: Vec<Value>,
+}
+
+impl RowSource for Copied {
+    fn column(&self, column: Column) -> Value {
+        self.columns
+            .iter()
+            .find(|(c, _)| *c == column)
+            .map_or(Value::Null, |(_, v)| v.clone())
+    }
+    fn joined(&self, column: Column) -> Value {
+        self.joined
+            .iter()
+            .find(|(c, _)| *c == column)
+            .map_or(Value::Null, |(_, v)| v.clone())
+    }
+    fn group_key(&self, i: usize) -> Value {
+        self.group_keys.get(i).cloned().unwrap_or(Value::Null)
+    }
+    fn agg_result(&self, i: usize) -> Value {
+        self.agg_results.get(i).cloned().unwrap_or(Value::Null)
+    }
 }
 
 /// Evaluate `expr` for one row.
@@ -271,6 +517,7 @@ fn binary(op: BinaryOp, a: Value, b: Value, a_key: bool, b_key: bool) -> Value {
         BinaryOp::Gt => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_gt)),
         BinaryOp::GtEq => bool_value(compare(&a, &b, a_key, b_key).map(Ordering::is_ge)),
         BinaryOp::Concat => unreachable!("concatenation is evaluated with its meter"),
+        BinaryOp::Arrow | BinaryOp::LongArrow => unreachable!("JSON operators run as a batch"),
         BinaryOp::Rem => remainder(a, b),
         BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
             arithmetic(op, a.to_numeric(), b.to_numeric())
@@ -464,6 +711,147 @@ mod tests {
             binary(BinaryOp::Eq, Value::Int(1), Value::Null, false, false),
             Value::Null
         );
+    }
+
+    /// A function that fails on 0 and records the arguments it was given.
+    #[derive(Debug, Default)]
+    struct Recording(std::sync::Mutex<Vec<i64>>);
+
+    impl crate::functions::ScalarFunction for Recording {
+        fn name(&self) -> &str {
+            "recording"
+        }
+        fn arity(&self) -> crate::functions::Arity {
+            crate::functions::Arity::Exact(1)
+        }
+        fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError> {
+            let seen: Vec<i64> = args[0].iter().map(Value::to_integer).collect();
+            assert_eq!(seen.len(), rows);
+            self.0.lock().unwrap().extend(&seen);
+            if seen.contains(&0) {
+                return Err(FunctionError {
+                    function: "recording".into(),
+                    message: "zero".into(),
+                    plugin: false,
+                    host: false,
+                });
+            }
+            Ok(seen.into_iter().map(|i| Value::Int(100 / i)).collect())
+        }
+    }
+
+    struct Row(i64);
+
+    impl RowSource for Row {
+        fn column(&self, column: Column) -> Value {
+            match column {
+                Column::Fragment => Value::Int(self.0),
+                _ => Value::Null,
+            }
+        }
+    }
+
+    #[test]
+    fn case_evaluates_each_branch_only_for_the_rows_that_reach_it() {
+        let function = std::sync::Arc::new(Recording::default());
+        let call = |arg: Expr| Expr::Call {
+            function: function.clone(),
+            args: vec![arg],
+        };
+        let fragment = || Box::new(Expr::Column(Column::Fragment));
+        // CASE WHEN _fragment = 0 THEN -1 WHEN _fragment > 2 THEN f(_fragment)
+        //      ELSE f(_fragment + 10) END
+        let expr = Expr::Case {
+            operand: None,
+            branches: vec![
+                (
+                    Expr::Binary {
+                        op: BinaryOp::Eq,
+                        left: fragment(),
+                        right: Box::new(Expr::Literal(Value::Int(0))),
+                    },
+                    Expr::Literal(Value::Int(-1)),
+                ),
+                (
+                    Expr::Binary {
+                        op: BinaryOp::Gt,
+                        left: fragment(),
+                        right: Box::new(Expr::Literal(Value::Int(2))),
+                    },
+                    call(Expr::Column(Column::Fragment)),
+                ),
+            ],
+            otherwise: Some(Box::new(call(Expr::Binary {
+                op: BinaryOp::Add,
+                left: fragment(),
+                right: Box::new(Expr::Literal(Value::Int(10))),
+            }))),
+        };
+        let rows: Vec<Row> = [0, 1, 4, 2, 5].into_iter().map(Row).collect();
+        let out = eval_batch(&expr, &rows, &mut Meter::unlimited()).unwrap();
+        assert_eq!(
+            out,
+            [-1, 9, 25, 8, 20].map(Value::Int).to_vec(),
+            "row 0 never reaches the function that fails on 0"
+        );
+        assert_eq!(*function.0.lock().unwrap(), vec![4, 5, 11, 12]);
+        // Every row taking one branch evaluates it in place, once.
+        let all = vec![Row(3), Row(4)];
+        function.0.lock().unwrap().clear();
+        let out = eval_batch(&expr, &all, &mut Meter::unlimited()).unwrap();
+        assert_eq!(out, vec![Value::Int(33), Value::Int(25)]);
+        assert_eq!(*function.0.lock().unwrap(), vec![3, 4]);
+    }
+
+    #[test]
+    fn and_or_evaluate_a_calling_right_side_only_where_the_left_does_not_decide() {
+        let function = std::sync::Arc::new(Recording::default());
+        let fragment = || Box::new(Expr::Column(Column::Fragment));
+        let int = |i| Box::new(Expr::Literal(Value::Int(i)));
+        let positive_call = || {
+            Box::new(Expr::Binary {
+                op: BinaryOp::Gt,
+                left: Box::new(Expr::Call {
+                    function: function.clone(),
+                    args: vec![Expr::Column(Column::Fragment)],
+                }),
+                right: int(0),
+            })
+        };
+        // _fragment > 2 AND recording(_fragment) > 0
+        let and = Expr::Binary {
+            op: BinaryOp::And,
+            left: Box::new(Expr::Binary {
+                op: BinaryOp::Gt,
+                left: fragment(),
+                right: int(2),
+            }),
+            right: positive_call(),
+        };
+        let rows: Vec<Row> = [0, 1, 4].into_iter().map(Row).collect();
+        let out = eval_batch(&and, &rows, &mut Meter::unlimited()).unwrap();
+        assert_eq!(out, [false, false, true].map(Value::Bool).to_vec());
+        assert_eq!(*function.0.lock().unwrap(), vec![4]);
+        // _fragment % 2 OR recording(_fragment) > 0: a true integer is TRUE.
+        function.0.lock().unwrap().clear();
+        let or = Expr::Binary {
+            op: BinaryOp::Or,
+            left: Box::new(Expr::Binary {
+                op: BinaryOp::Rem,
+                left: fragment(),
+                right: int(2),
+            }),
+            right: positive_call(),
+        };
+        let rows: Vec<Row> = [7, 0].into_iter().map(Row).collect();
+        let error = eval_batch(&or, &rows, &mut Meter::unlimited()).unwrap_err();
+        assert!(error.to_string().contains("zero"), "row 0 reaches the call");
+        assert_eq!(*function.0.lock().unwrap(), vec![0]);
+        function.0.lock().unwrap().clear();
+        let rows = vec![Row(7), Row(-2), Row(4)];
+        let out = eval_batch(&or, &rows, &mut Meter::unlimited()).unwrap();
+        assert_eq!(out, [true, false, true].map(Value::Bool).to_vec());
+        assert_eq!(*function.0.lock().unwrap(), vec![-2, 4]);
     }
 
     #[test]

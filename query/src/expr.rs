@@ -86,6 +86,10 @@ pub enum BinaryOp {
     Rem,
     /// `||`
     Concat,
+    /// `->`: the JSON text of an element of a JSON document.
+    Arrow,
+    /// `->>`: the SQL value of an element of a JSON document.
+    LongArrow,
 }
 
 impl BinaryOp {
@@ -105,6 +109,8 @@ impl BinaryOp {
             BinaryOp::Div => "/",
             BinaryOp::Rem => "%",
             BinaryOp::Concat => "||",
+            BinaryOp::Arrow => "->",
+            BinaryOp::LongArrow => "->>",
         }
     }
 
@@ -221,6 +227,22 @@ pub enum Expr {
         /// Arguments.
         args: Vec<Expr>,
     },
+    /// `CASE [operand] WHEN when THEN then ... [ELSE otherwise] END`, and
+    /// `iif(c, a, b)`. As in SQLite, each `when` and `then` is evaluated only
+    /// for the rows that reach it, so `CASE WHEN json_valid(value) THEN
+    /// value ->> 'a' END` never reads an invalid document.
+    Case {
+        /// The simple form's operand, compared with `=` to each `when`;
+        /// `None` in the searched form, where each `when` is a condition.
+        operand: Option<Box<Expr>>,
+        /// `(when, then)` pairs, tried in order; at least one.
+        branches: Vec<(Expr, Expr)>,
+        /// `ELSE`; NULL when absent.
+        otherwise: Option<Box<Expr>>,
+    },
+    /// A column of the joined table's record (`FROM a JOIN b ON b.key =
+    /// ...`): NULL where a `LEFT JOIN` found no record.
+    Joined(Column),
     /// After aggregation: the value of GROUP BY expression `i` for the group.
     GroupKey(usize),
     /// After aggregation: the result of aggregate `i` for the group.
@@ -255,7 +277,23 @@ impl Expr {
                 pattern.walk(visit);
             }
             Expr::Call { args, .. } => args.iter().for_each(|e| e.walk(visit)),
-            Expr::Literal(_) | Expr::Column(_) | Expr::GroupKey(_) | Expr::AggResult(_) => {}
+            Expr::Case {
+                operand,
+                branches,
+                otherwise,
+            } => {
+                operand.iter().for_each(|e| e.walk(visit));
+                for (when, then) in branches {
+                    when.walk(visit);
+                    then.walk(visit);
+                }
+                otherwise.iter().for_each(|e| e.walk(visit));
+            }
+            Expr::Literal(_)
+            | Expr::Column(_)
+            | Expr::Joined(_)
+            | Expr::GroupKey(_)
+            | Expr::AggResult(_) => {}
         }
     }
 
@@ -276,7 +314,7 @@ impl Expr {
     pub(crate) fn sql_type(&self) -> SqlType {
         match self {
             Expr::Literal(v) => v.sql_type(),
-            Expr::Column(c) => c.sql_type(),
+            Expr::Column(c) | Expr::Joined(c) => c.sql_type(),
             Expr::Unary {
                 op: UnaryOp::Not, ..
             }
@@ -301,6 +339,18 @@ impl Expr {
                 CastType::Boolean => SqlType::Boolean,
             },
             Expr::Call { function, .. } => function.return_type(),
+            Expr::Case {
+                branches,
+                otherwise,
+                ..
+            } => {
+                // One type when every result has it (a missing ELSE is NULL).
+                let mut results = branches.iter().map(|(_, then)| then.sql_type());
+                let first = results.next().unwrap_or(SqlType::Any);
+                let agree = results.all(|t| t == first)
+                    && otherwise.as_ref().is_some_and(|e| e.sql_type() == first);
+                if agree { first } else { SqlType::Any }
+            }
             _ => SqlType::Any,
         }
     }
@@ -311,6 +361,7 @@ impl fmt::Display for Expr {
         match self {
             Expr::Literal(v) => write!(f, "{v}"),
             Expr::Column(c) => f.write_str(c.name()),
+            Expr::Joined(c) => write!(f, "joined.{}", c.name()),
             Expr::Unary { op, expr } => match op {
                 UnaryOp::Not => write!(f, "NOT {expr}"),
                 UnaryOp::Neg => write!(f, "-{expr}"),
@@ -358,6 +409,23 @@ impl fmt::Display for Expr {
             Expr::Call { function, args } => {
                 let items: Vec<String> = args.iter().map(ToString::to_string).collect();
                 write!(f, "{}({})", function.name(), items.join(", "))
+            }
+            Expr::Case {
+                operand,
+                branches,
+                otherwise,
+            } => {
+                f.write_str("CASE")?;
+                if let Some(operand) = operand {
+                    write!(f, " {operand}")?;
+                }
+                for (when, then) in branches {
+                    write!(f, " WHEN {when} THEN {then}")?;
+                }
+                if let Some(otherwise) = otherwise {
+                    write!(f, " ELSE {otherwise}")?;
+                }
+                f.write_str(" END")
             }
             Expr::GroupKey(i) => write!(f, "#group{i}"),
             Expr::AggResult(i) => write!(f, "#agg{i}"),

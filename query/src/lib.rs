@@ -45,5 +45,5 @@ pub use functions::{
 };
 pub use limits::Limits;
 pub use meter::{EvalError, Meter, OverBudget};
-pub use plan::{AggregateCall, OutputColumn, Plan, Shape, SortKey, plan};
+pub use plan::{AggregateCall, Join, OutputColumn, Plan, RECORD_COLUMNS, Shape, SortKey, plan};
 pub use value::{SqlType, Value};

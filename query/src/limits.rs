@@ -17,6 +17,10 @@ pub struct Limits {
     pub max_offset: u64,
     /// Most parameters. Default 10 000.
     pub max_params: usize,
+    /// Most distinct values one `DISTINCT` aggregate (`count(DISTINCT x)`)
+    /// holds per group; more fails the query naming this limit. Default
+    /// 1 000 000.
+    pub max_distinct_values: usize,
     /// Deepest recursion of the parser: nested parentheses, function calls,
     /// `CAST`, `CASE`, prefix `NOT` and `-`, each one level. sqlparser
     /// refuses deeper text with a syntax error (usually "recursion limit
@@ -51,6 +55,7 @@ impl Default for Limits {
             max_limit: 1_000_000_000,
             max_offset: 10_000_000,
             max_params: 10_000,
+            max_distinct_values: 1_000_000,
             max_depth: 64,
             max_expr_depth: 1000,
         }

@@ -31,6 +31,11 @@ fn the_dialect_is_accepted() {
         "SELECT key FROM t LIMIT 2, 3",
         "SELECT key FROM t WHERE value = X'00ff' AND TRUE",
         "EXPLAIN SELECT key FROM t WHERE key = 'a'",
+        "SELECT DISTINCT substr(key, 1, 2) AS p FROM t ORDER BY p DESC",
+        "SELECT count(DISTINCT value), sum(DISTINCT length(value)), min(DISTINCT key) FROM t",
+        "SELECT CASE WHEN key = 'a' THEN 1 WHEN key > 'b' THEN 2 ELSE 3 END, CASE key WHEN 'x' THEN 'y' END FROM t",
+        "SELECT iif(key > 'a', 1, 0), ifnull(value, 'none'), nullif(key, 'a'), max(key, 'm', 'a') FROM t",
+        "SELECT trim(key), trim(key, 'x'), TRIM(LEADING 'x' FROM key), TRIM(TRAILING FROM key) FROM t",
     ] {
         ok(sql);
     }
@@ -84,7 +89,30 @@ fn every_unsupported_construct_is_named() {
             "SELECT key FROM t; SELECT key FROM t",
             "more than one statement",
         ),
-        ("SELECT a.key FROM t a JOIN u b ON a.key = b.key", "JOIN"),
+        (
+            "SELECT a.key FROM t a JOIN u b ON a.value = b.value",
+            "this ON condition",
+        ),
+        (
+            "SELECT a.key FROM t a RIGHT JOIN u b ON b.key = a.key",
+            "this kind of JOIN",
+        ),
+        (
+            "SELECT a.key FROM t a JOIN u b USING (key)",
+            "JOIN without ON",
+        ),
+        (
+            "SELECT a.key FROM t a JOIN u b ON b.key = a.key JOIN v c ON c.key = a.key",
+            "more than one JOIN",
+        ),
+        (
+            "SELECT a.key FROM t a JOIN u b ON b.key = b.value",
+            "this ON condition",
+        ),
+        (
+            "SELECT a.key FROM t a JOIN u b ON b.key = a.key OR b.key = 'x'",
+            "this ON condition",
+        ),
         ("SELECT key FROM t, u", "several tables"),
         ("SELECT key FROM (SELECT key FROM t)", "subqueries in FROM"),
         (
@@ -97,10 +125,12 @@ fn every_unsupported_construct_is_named() {
         ),
         ("SELECT key FROM t UNION SELECT key FROM u", "UNION"),
         ("WITH x AS (SELECT key FROM t) SELECT key FROM x", "WITH"),
-        ("SELECT DISTINCT key FROM t", "DISTINCT"),
-        ("SELECT count(DISTINCT key) FROM t", "DISTINCT"),
+        ("SELECT DISTINCT ON (key) key FROM t", "DISTINCT ON"),
+        (
+            "SELECT DISTINCT substr(key, 1, 1), count(*) FROM t GROUP BY 1",
+            "SELECT DISTINCT with GROUP BY",
+        ),
         ("SELECT count(*) OVER () FROM t", "window functions"),
-        ("SELECT CASE WHEN key = 'a' THEN 1 END FROM t", "CASE"),
         ("SELECT key FROM t WHERE key ILIKE 'a%'", "ILIKE"),
         ("SELECT key FROM t WHERE key LIKE 'a%' ESCAPE '!'", "ESCAPE"),
         ("SELECT key FROM t ORDER BY key NULLS LAST", "NULLS FIRST"),
@@ -146,6 +176,34 @@ fn semantic_errors_say_what_is_wrong() {
         ("SELECT key FROM t LIMIT -1", "non-negative"),
         ("SELECT key", "FROM"),
         ("SELECT x.key FROM t", "unknown table"),
+        (
+            "SELECT key FROM t JOIN u ON u.key = t.value",
+            "ambiguous column key: both tables of the join have it; write t.key or u.key",
+        ),
+        (
+            "SELECT t.key FROM t JOIN t ON t.key = t.value",
+            "t names both tables of the join",
+        ),
+        (
+            "SELECT z.key FROM t JOIN u ON u.key = t.value",
+            "unknown table z",
+        ),
+        (
+            "SELECT nope FROM t JOIN u ON u.key = t.value",
+            "unknown column nope",
+        ),
+        (
+            "SELECT count(DISTINCT key, value) FROM t",
+            "count(DISTINCT ...) takes exactly 1 argument, got 2",
+        ),
+        (
+            "SELECT length(DISTINCT key) FROM t",
+            "DISTINCT inside length() is only valid in an aggregate",
+        ),
+        (
+            "SELECT DISTINCT key FROM t ORDER BY value",
+            "with SELECT DISTINCT, ORDER BY may use only the selected expressions",
+        ),
     ] {
         let error = err(sql);
         assert!(error.to_string().contains(says), "{sql}: {error}");
@@ -162,6 +220,7 @@ fn every_limit_is_enforced_by_name() {
         max_limit: 100,
         max_offset: 10,
         max_params: 2,
+        max_distinct_values: 5,
         max_depth: 20,
         max_expr_depth: 20,
     };
@@ -292,4 +351,81 @@ fn the_smallest_integer_literal_is_an_integer_as_in_sqlite() {
             Value::Int(i64::MAX),
         ]
     );
+}
+
+#[test]
+fn select_distinct_groups_by_every_result_column() {
+    let p = ok("SELECT DISTINCT substr(key, 1, 2) AS p, length(value) FROM t ORDER BY p");
+    assert!(p.distinct);
+    let Shape::Aggregate {
+        group_by,
+        aggregates,
+        ..
+    } = &p.shape
+    else {
+        panic!("DISTINCT is planned as grouping: {:?}", p.shape);
+    };
+    assert_eq!(group_by.len(), 2);
+    assert!(aggregates.is_empty());
+    assert!(
+        p.explain_lines("all")
+            .iter()
+            .any(|l| l.contains("group by: substr(key, 1, 2), length(value)"))
+    );
+    let counted = ok("SELECT count(DISTINCT value) FROM t");
+    assert!(
+        counted
+            .explain_lines("all")
+            .iter()
+            .any(|l| l.contains("count(DISTINCT value)")),
+        "{:?}",
+        counted.explain_lines("all")
+    );
+    assert!(!ok("SELECT key FROM t").distinct);
+}
+
+#[test]
+fn key_lookup_joins_are_planned_as_a_scan_and_a_lookup() {
+    use ebb_query::{Column, Expr};
+    let p = ok(
+        "SELECT x.key, y.value FROM a AS x LEFT JOIN b AS y ON x.value = y.key WHERE x.key > 'm' AND length(x.value) > 1 AND y.value IS NULL",
+    );
+    let join = p.join.as_ref().expect("a join");
+    assert_eq!(join.table, "b");
+    assert!(join.outer);
+    assert!(matches!(join.key, Expr::Column(Column::Value)));
+    assert!(!p.ranges.is_all(), "x.key > 'm' is a key range of a");
+    assert_eq!(
+        join.before.as_ref().map(ToString::to_string).as_deref(),
+        Some("(length(value) > 1)")
+    );
+    assert_eq!(
+        p.filter.as_ref().map(ToString::to_string).as_deref(),
+        Some("joined.value IS NULL")
+    );
+    let lines = p.explain_lines("all");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("join: LEFT JOIN b ON b.key = value")),
+        "{lines:?}"
+    );
+    // Pages of `a` project the record and the key to look up.
+    let scan = p.scan_plan();
+    assert!(scan.join.is_none());
+    let Shape::Rows { projection } = &scan.shape else {
+        panic!("the scan is a row query")
+    };
+    assert_eq!(projection.len(), 6);
+    assert_eq!(
+        scan.filter.as_ref().map(ToString::to_string).as_deref(),
+        Some("(length(value) > 1)")
+    );
+    // Keyed the other way round, inner, with *.
+    let star = ok("SELECT * FROM a JOIN b ON b.key = lower(a.key) ORDER BY a.key DESC");
+    assert!(!star.join.as_ref().unwrap().outer);
+    assert_eq!(star.columns.len(), 4);
+    assert_eq!(star.key_order(), Some(true));
+    assert_eq!(star.scan_plan().key_order(), Some(true));
+    assert!(ok("SELECT key FROM a").scan_plan().join.is_none());
 }

@@ -97,7 +97,7 @@ pub(crate) async fn aggregate_rows(
                 let (groups, added) = result.map_err(error::thread_failed)??;
                 schedule.hold(added)?;
                 if groups.len() > max_groups {
-                    return Err(error::groups(max_groups));
+                    return Err(error::groups(max_groups, logical.distinct));
                 }
                 merged = Some(groups);
             }

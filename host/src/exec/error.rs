@@ -100,14 +100,32 @@ pub(crate) fn scanned_records(limit: u64) -> QueryError {
     }
 }
 
+/// A join's result did not fit one response.
+pub(crate) fn join_result(page_size: usize, max_result_bytes: usize) -> QueryError {
+    QueryError::Budget {
+        budget: "join_result",
+        limit: page_size as u64,
+        message: format!(
+            "a join answers in one response, and this result has more than {page_size} rows (the page size) or {max_result_bytes} bytes: add LIMIT, page by key yourself (WHERE a.key > ? ORDER BY a.key LIMIT n), or stream it (Accept: application/x-ndjson)"
+        ),
+    }
+}
+
 /// `max_groups` exceeded.
-pub(crate) fn groups(limit: usize) -> QueryError {
+pub(crate) fn groups(limit: usize, distinct: bool) -> QueryError {
+    let message = if distinct {
+        format!(
+            "SELECT DISTINCT produced more than {limit} distinct rows (max_groups); select fewer or coarser columns, narrow the WHERE, or drop DISTINCT and page through the rows"
+        )
+    } else {
+        format!(
+            "GROUP BY produced more than {limit} groups (max_groups); group by something coarser or narrow the WHERE"
+        )
+    };
     QueryError::Budget {
         budget: "max_groups",
         limit: limit as u64,
-        message: format!(
-            "GROUP BY produced more than {limit} groups (max_groups); group by something coarser or narrow the WHERE"
-        ),
+        message,
     }
 }
 

@@ -5,7 +5,7 @@
 //! fills ends with a cursor at the last key returned.
 
 use super::cursor::Sealer;
-use super::error::QueryError;
+use super::error::{self, QueryError};
 use super::physical::{PhysicalPlan, Strategy};
 use super::scan::{self, Scan};
 use super::schedule::{Schedule, out_row_bytes};
@@ -28,14 +28,15 @@ pub(crate) async fn run(
         if plan.window.remaining.is_some_and(|r| returned >= r) {
             return Ok(None);
         }
-        // Without a filter every visible record visited is a row, and no
-        // partition can contribute more rows than are still wanted, so a
-        // page need not visit more records than that. With a filter, pages
-        // keep growing: a visit may yield no row.
+        // Without a filter (or a join, which may find nothing) every
+        // visible record visited is a row, and no partition can contribute
+        // more rows than are still wanted, so a page need not visit more
+        // records than that. With a filter, pages keep growing: a visit may
+        // yield no row.
         let wanted = plan
             .window
             .remaining
-            .filter(|_| plan.logical.filter.is_none())
+            .filter(|_| plan.logical.filter.is_none() && plan.logical.join.is_none())
             .map(|r| usize::try_from(to_skip.saturating_add(r - returned)).unwrap_or(usize::MAX));
         loop {
             let needy: Vec<usize> = (0..scans.len())
@@ -65,6 +66,9 @@ pub(crate) async fn run(
         if to_skip == 0
             && !sink.has_room(&scans[i].buffer[0].values, plan.page_size, max_result_bytes)?
         {
+            if plan.logical.join.is_some() {
+                return Err(error::join_result(plan.page_size, max_result_bytes));
+            }
             let emitted = plan.window.emitted + returned;
             return Ok(Some(sealer.seal(scan::positions(&scans), emitted)));
         }

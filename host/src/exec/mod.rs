@@ -18,6 +18,8 @@
 //!   buffered ORDER BY, partial aggregates merged in round order).
 //! - `schedule`: pages on the query threads, budgets of time, records and
 //!   held bytes.
+//! - `join`: key lookup joins: the joined table's records read for each
+//!   page of the scanned table, the query evaluated over the joined rows.
 //! - `scan`: per-partition scan state, opened from snapshots and cursors.
 //! - `remote`: partitions held on other members (pinned scans opened on
 //!   their leaders, their pages) and the page protocol's codec.
@@ -29,6 +31,7 @@ mod aggregate;
 mod context;
 mod cursor;
 mod error;
+mod join;
 mod merge;
 mod merge_order;
 mod page;

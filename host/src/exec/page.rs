@@ -18,7 +18,7 @@ use crate::fragment::partition::PartitionSnapshot;
 
 /// Records evaluated together (one function call per batch): small enough
 /// that a batch's value vectors stay in cache.
-const BATCH: usize = 256;
+pub(crate) const BATCH: usize = 256;
 /// The batch of a query that calls plugins: a plugin call's fixed cost and
 /// an aggregate's state round trip through the sandbox are worth spreading
 /// over more rows (still far below the plugin deadline).
@@ -57,8 +57,16 @@ impl<'a> ScanRow<'a> {
             fragment,
         }
     }
+}
 
-    /// The key as the string output rows and values carry.
+/// A row that output rows are made of: what expressions read, and the key
+/// that orders it in the key-order merge.
+pub(crate) trait KeyedRow: RowSource {
+    /// The record's key, as output rows carry it.
+    fn key(&self) -> &Arc<str>;
+}
+
+impl KeyedRow for ScanRow<'_> {
     fn key(&self) -> &Arc<str> {
         self.key
             .get_or_init(|| Arc::from(self.entry.key_of(&self.header)))
@@ -302,9 +310,9 @@ fn evaluate(
 }
 
 /// Project or aggregate the rows that passed the filter.
-fn evaluate_kept(
+pub(crate) fn evaluate_kept<R: KeyedRow>(
     plan: &Plan,
-    rows: &[ScanRow<'_>],
+    rows: &[R],
     out: &mut PageOutput,
     meter: &mut Meter,
 ) -> Result<(), EvalError> {

@@ -170,6 +170,7 @@ fn counts_only(plan: &Plan) -> bool {
     };
     group_by.is_empty()
         && plan.filter.is_none()
+        && plan.join.is_none()
         && plan.ranges.is_all()
         && aggregates
             .iter()

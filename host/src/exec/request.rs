@@ -10,7 +10,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::context::ExecContext;
 use super::cursor::{self, InvalidCursor, Sealer};
-use super::error::QueryError;
+use super::error::{self, QueryError};
+use super::join::JoinStage;
 use super::physical::{self, Continuing, Paging, PhysicalPlan, Routing, Strategy};
 use super::remote::OpenRequest;
 use super::scan::{self, Scan};
@@ -183,10 +184,20 @@ impl<'a> Query<'a> {
             logical.columns.clone()
         };
         let snapshot_ms = now_ms();
+        let join = JoinStage::open(
+            logical.clone(),
+            ctx.fragments,
+            ctx.fragment_of,
+            ctx.cluster,
+            ctx.plugins.runtime().clone(),
+            snapshot_ms,
+            ctx.budgets.max_page_bytes,
+        );
         let mut schedule = Schedule::new(
             ctx.fragments,
             ctx.plugins.runtime(),
             logical,
+            join,
             ctx.budgets,
             snapshot_ms,
         );
@@ -279,6 +290,9 @@ impl<'a> Query<'a> {
         let max_result_bytes = self.ctx.budgets.max_result_bytes;
         for (emitted, row) in (window.emitted..).zip(rows.drain(start..end)) {
             if !sink.has_room(&row, plan.page_size, max_result_bytes)? {
+                if plan.logical.join.is_some() {
+                    return Err(error::join_result(plan.page_size, max_result_bytes));
+                }
                 let positions = scan::positions(&scans);
                 return Ok(Some(sealer.seal(positions, emitted)));
             }

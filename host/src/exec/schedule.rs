@@ -11,6 +11,7 @@ use std::time::Instant;
 use ebb_query::{Plan, Shape, Value};
 
 use super::error::{self, QueryError};
+use super::join::JoinStage;
 use super::page::{OutRow, PageBudget, PageOutput, run_page};
 use super::scan::Scan;
 use super::{QueryBudgets, QueryStats};
@@ -30,7 +31,12 @@ pub(crate) const INLINE_VISITS: usize = 64;
 pub(crate) struct Schedule<'a> {
     fragments: &'a [Fragment],
     runtime: &'a Arc<PluginRuntime>,
+    /// What a page runs: the query's plan, or for a join the scan of its
+    /// first table ([`Plan::scan_plan`]).
     plan: Arc<Plan>,
+    /// A join's lookup side, which turns each page of the scan into the
+    /// query's rows.
+    join: Option<Arc<JoinStage<'a>>>,
     /// A row query that calls no function and reads no value: its small
     /// pages run inline.
     light: bool,
@@ -103,9 +109,15 @@ impl<'a> Schedule<'a> {
         fragments: &'a [Fragment],
         runtime: &'a Arc<PluginRuntime>,
         plan: Arc<Plan>,
+        join: Option<JoinStage<'a>>,
         budgets: QueryBudgets,
         snapshot_ms: u64,
     ) -> Self {
+        let plan = if plan.join.is_some() {
+            Arc::new(plan.scan_plan())
+        } else {
+            plan
+        };
         let light = matches!(plan.shape, Shape::Rows { .. })
             && !plan.calls_functions()
             && !plan.reads_value();
@@ -113,6 +125,7 @@ impl<'a> Schedule<'a> {
             fragments,
             runtime,
             plan,
+            join: join.map(Arc::new),
             light,
             budgets,
             snapshot_ms,
@@ -187,29 +200,54 @@ impl<'a> Schedule<'a> {
             visit: scan.budget,
             max_bytes: self.budgets.max_page_bytes,
         };
-        let snapshot_ms = self.snapshot_ms;
         let inline = self.light && budget.visit <= INLINE_VISITS;
-        let (fragments, runtime) = (self.fragments, self.runtime);
         let remote = scan
             .remote
             .as_ref()
             .map(|remote| remote.next_page(resume.clone(), budget, self.deadline()));
+        let join = self.join.clone();
+        let page = self.scan_page(remote, snapshot, plan, fragment, resume, budget, inline);
+        async move {
+            let page = page.await?;
+            let page = match join {
+                Some(join) => join.join(page).await?,
+                None => page,
+            };
+            Ok((i, page))
+        }
+    }
+
+    /// One page of a partition's scan, before any join: from the member
+    /// that pinned a remote scan, inline, or on a query thread.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_page<F>(
+        &self,
+        remote: Option<F>,
+        snapshot: Option<PartitionSnapshot>,
+        plan: Arc<Plan>,
+        fragment: u32,
+        resume: Option<Arc<str>>,
+        budget: PageBudget,
+        inline: bool,
+    ) -> impl Future<Output = Result<PageOutput, QueryError>> + Send + use<'a, F>
+    where
+        F: Future<Output = Result<PageOutput, QueryError>> + Send,
+    {
+        let snapshot_ms = self.snapshot_ms;
+        let (fragments, runtime) = (self.fragments, self.runtime);
         async move {
             if let Some(remote) = remote {
-                return Ok((i, remote.await?));
+                return remote.await;
             }
             let Some(snapshot) = snapshot else {
-                return Ok((
-                    i,
-                    PageOutput {
-                        done: true,
-                        ..PageOutput::default()
-                    },
-                ));
+                return Ok(PageOutput {
+                    done: true,
+                    ..PageOutput::default()
+                });
             };
             if inline {
                 let _admitted = fragments[fragment as usize].admit_background()?;
-                let page = run_page(
+                return run_page(
                     &plan,
                     &snapshot,
                     fragment,
@@ -217,8 +255,7 @@ impl<'a> Schedule<'a> {
                     budget,
                     snapshot_ms,
                 )
-                .map_err(error::page)?;
-                return Ok((i, page));
+                .map_err(error::page);
             }
             let input = PageInput {
                 plan,
@@ -228,8 +265,7 @@ impl<'a> Schedule<'a> {
                 budget,
                 snapshot_ms,
             };
-            let page = run_admitted(&fragments[fragment as usize], runtime, input).await?;
-            Ok((i, page))
+            run_admitted(&fragments[fragment as usize], runtime, input).await
         }
     }
 

@@ -159,7 +159,8 @@ fn open(
         (snapshot.revision, snapshot.incarnation, snapshot.visible);
     let id = pinned
         .pin(Pinned {
-            plan: Arc::new(plan),
+            // A join's pages scan its first table; the requester joins.
+            plan: Arc::new(plan.scan_plan()),
             snapshot,
             fragment,
             snapshot_ms: request.snapshot_ms,

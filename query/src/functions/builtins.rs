@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use super::{AggregateFunction, FunctionRegistry, LookupError, ScalarFunction, aggregate, scalar};
 
-/// The built-in functions: `length`, `lower`, `upper`, `substr`,
-/// `starts_with`, `coalesce`, and the aggregates `count`, `sum`, `min`,
-/// `max`, `avg`.
+/// The built-in functions: SQLite's core scalar functions (`length`,
+/// `substr`, `printf`, ...), its date and time and JSON functions,
+/// `starts_with`, and the aggregates `count`, `sum`, `min`, `max`, `avg`
+/// (docs/sql.md lists them all).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Builtins;
 

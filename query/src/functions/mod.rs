@@ -3,12 +3,27 @@
 //! and the registry the planner resolves names against.
 //!
 //! - `builtins.rs`: [`Builtins`], the registry of the built-in functions.
-//! - `scalar.rs`: the built-in scalar functions (`length`, `substr`, ...).
+//! - `rowwise.rs`: [`rowwise::RowFunction`], a built-in defined per row.
+//! - `scalar.rs`: the first built-in scalar functions (`length`, `substr`,
+//!   ...) and the lookup of every built-in scalar by name.
+//! - `math.rs`, `text.rs`, `datetime/`, `json/`: SQLite's numeric, text,
+//!   date and time, and JSON functions.
+//! - `printf.rs`: SQLite's `printf` formatter and float-to-decimal
+//!   conversion, for `printf`, `format`, `quote`, `round` and the fractions
+//!   of the date and time functions.
 //! - `aggregate.rs`: the built-in aggregates (`count`, `sum`, ...).
+//! - `distinct.rs`: any aggregate over the distinct values of its argument.
 
 mod aggregate;
 mod builtins;
+mod datetime;
+mod distinct;
+mod json;
+mod math;
+mod printf;
+mod rowwise;
 mod scalar;
+mod text;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -16,6 +31,12 @@ use std::sync::Arc;
 use crate::value::{SqlType, Value};
 
 pub use builtins::Builtins;
+pub(crate) use distinct::Distinct;
+
+/// The JSON operator `->`, or `->>` when `long`.
+pub(crate) fn json_arrow(long: bool) -> Arc<dyn ScalarFunction> {
+    json::arrow(long)
+}
 
 /// How many arguments a function takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +121,11 @@ pub trait AggregateFunction: Send + Sync + Debug {
     }
     /// Whether this is a plugin function.
     fn is_plugin(&self) -> bool {
+        false
+    }
+    /// Whether it folds only the distinct values of its argument (`DISTINCT`
+    /// inside the call), shown by EXPLAIN.
+    fn is_distinct(&self) -> bool {
         false
     }
     /// The empty state.

@@ -1,5 +1,6 @@
-//! The built-in scalar functions, with SQLite's results: `length`, `lower`,
-//! `upper`, `substr`, `starts_with`, `coalesce`.
+//! The first built-in scalar functions, with SQLite's results: `length`,
+//! `lower`, `upper`, `substr`, `starts_with`, `coalesce`, `nullif`; and the
+//! lookup of every built-in scalar by name.
 
 use std::sync::Arc;
 
@@ -10,14 +11,21 @@ use crate::value::{SqlType, Value};
 
 /// The built-in scalar function called `name`, if any.
 pub(super) fn builtin(name: &str) -> Option<Arc<dyn ScalarFunction>> {
-    let function = match name.to_ascii_lowercase().as_str() {
+    let name = name.to_ascii_lowercase();
+    let function = match name.as_str() {
         "length" => Builtin::Length,
         "lower" => Builtin::Lower,
         "upper" => Builtin::Upper,
         "substr" | "substring" => Builtin::Substr,
         "starts_with" => Builtin::StartsWith,
         "coalesce" => Builtin::Coalesce,
-        _ => return None,
+        "nullif" => Builtin::NullIf,
+        _ => {
+            return super::math::builtin(&name)
+                .or_else(|| super::text::builtin(&name))
+                .or_else(|| super::datetime::builtin(&name))
+                .or_else(|| super::json::builtin(&name));
+        }
     };
     Some(Arc::new(function))
 }
@@ -37,6 +45,8 @@ enum Builtin {
     StartsWith,
     /// The first non-NULL argument.
     Coalesce,
+    /// NULL when both arguments are equal, else the first.
+    NullIf,
 }
 
 fn map_text(value: &Value, f: fn(&str) -> String) -> Value {
@@ -155,6 +165,10 @@ impl Builtin {
                 .iter()
                 .find(|v| !v.is_null())
                 .map_or(Value::Null, |v| (*v).clone()),
+            Builtin::NullIf => match args[0].sql_cmp(args[1]) {
+                Some(std::cmp::Ordering::Equal) => Value::Null,
+                _ => args[0].clone(),
+            },
         }
     }
 }
@@ -168,6 +182,7 @@ impl ScalarFunction for Builtin {
             Builtin::Substr => "substr",
             Builtin::StartsWith => "starts_with",
             Builtin::Coalesce => "coalesce",
+            Builtin::NullIf => "nullif",
         }
     }
 
@@ -175,7 +190,7 @@ impl ScalarFunction for Builtin {
         match self {
             Builtin::Length | Builtin::Lower | Builtin::Upper => Arity::Exact(1),
             Builtin::Substr => Arity::Range(2, 3),
-            Builtin::StartsWith => Arity::Exact(2),
+            Builtin::StartsWith | Builtin::NullIf => Arity::Exact(2),
             Builtin::Coalesce => Arity::AtLeast(2),
         }
     }
@@ -185,7 +200,7 @@ impl ScalarFunction for Builtin {
             Builtin::Length => SqlType::Integer,
             Builtin::Lower | Builtin::Upper => SqlType::Text,
             Builtin::StartsWith => SqlType::Boolean,
-            Builtin::Substr | Builtin::Coalesce => SqlType::Any,
+            Builtin::Substr | Builtin::Coalesce | Builtin::NullIf => SqlType::Any,
         }
     }
 

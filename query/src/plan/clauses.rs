@@ -1,13 +1,13 @@
 //! The clauses of a SELECT: the dialect checks that refuse what ebb does
-//! not run, FROM and its alias, the select list, WHERE, GROUP BY, HAVING,
-//! ORDER BY (with result aliases and positions) and LIMIT/OFFSET.
+//! not run, the select list, WHERE, GROUP BY, HAVING, ORDER BY (with result
+//! aliases and positions) and LIMIT/OFFSET. FROM is read in `join.rs`.
 
 use sqlparser::ast;
 
 use super::grouping::aggregate_shape;
 use super::planner::{Place, Planner, SelectItem};
-use super::{OutputColumn, Plan, Shape, SortKey};
-use crate::analysis::push_down;
+use super::{Join, OutputColumn, Plan, Shape, SortKey};
+use crate::analysis::{push_down, split_at_join};
 use crate::error::{PlanError, invalid, unsupported};
 use crate::expr::{Column, Expr};
 use crate::value::Value;
@@ -17,7 +17,8 @@ impl Planner<'_> {
     pub(super) fn query(&mut self, query: &ast::Query) -> Result<Plan, PlanError> {
         let select = single_select(query)?;
         self.select_checks(select)?;
-        self.from(&select.from)?;
+        let on = self.from(&select.from)?;
+        let join_key = on.map(|on| self.join_key(on)).transpose()?;
 
         let filter = select
             .selection
@@ -37,6 +38,17 @@ impl Planner<'_> {
 
         let aggregates = std::mem::take(&mut self.aggregates);
         let is_aggregate = !aggregates.is_empty() || !group_by.is_empty() || having.is_some();
+        let distinct = matches!(select.distinct, Some(ast::Distinct::Distinct));
+        let group_by = match (distinct, is_aggregate) {
+            (false, _) => group_by,
+            // SELECT DISTINCT a, b is SELECT a, b GROUP BY a, b.
+            (true, false) => items.iter().map(|item| item.expr.clone()).collect(),
+            (true, true) => {
+                return Err(unsupported(
+                    "SELECT DISTINCT with GROUP BY or aggregates (its groups are distinct already when GROUP BY lists every result column)",
+                ));
+            }
+        };
         let columns: Vec<OutputColumn> = items
             .iter()
             .map(|item| OutputColumn {
@@ -47,15 +59,34 @@ impl Planner<'_> {
                 },
             })
             .collect();
-        let pushdown = push_down(filter);
-        let shape = if is_aggregate {
+        let mut pushdown = push_down(filter);
+        let join = match (join_key, &self.joined) {
+            (Some(key), Some(joined)) => {
+                let (before, after) = split_at_join(pushdown.residual.take());
+                pushdown.residual = after;
+                Some(Join {
+                    table: joined.table.clone(),
+                    outer: joined.outer,
+                    key,
+                    before,
+                })
+            }
+            _ => None,
+        };
+        let shape = if is_aggregate || distinct {
             aggregate_shape(
                 items.iter().map(|item| &item.expr),
                 group_by,
                 aggregates,
                 having,
                 &mut order_by,
-            )?
+            )
+            .map_err(|e| match e {
+                PlanError::Invalid(message) if distinct && message.contains("ORDER BY") => {
+                    invalid("with SELECT DISTINCT, ORDER BY may use only the selected expressions")
+                }
+                other => other,
+            })?
         } else {
             Shape::Rows {
                 projection: items.into_iter().map(|item| item.expr).collect(),
@@ -72,12 +103,14 @@ impl Planner<'_> {
             limit,
             offset,
             explain: false,
+            distinct,
+            join,
         })
     }
 
     fn select_checks(&self, select: &ast::Select) -> Result<(), PlanError> {
-        if select.distinct.is_some() {
-            return Err(unsupported("DISTINCT"));
+        if let Some(ast::Distinct::On(_)) = select.distinct {
+            return Err(unsupported("DISTINCT ON (use GROUP BY)"));
         }
         if select.top.is_some() {
             return Err(unsupported("TOP"));
@@ -118,62 +151,6 @@ impl Planner<'_> {
         Ok(())
     }
 
-    fn from(&mut self, from: &[ast::TableWithJoins]) -> Result<(), PlanError> {
-        let table = match from {
-            [] => return Err(invalid("a query needs FROM <table>")),
-            [one] => one,
-            _ => return Err(unsupported("several tables in FROM (joins)")),
-        };
-        if !table.joins.is_empty() {
-            return Err(unsupported("JOIN"));
-        }
-        match &table.relation {
-            ast::TableFactor::Table {
-                name,
-                alias,
-                args,
-                with_hints,
-                version,
-                with_ordinality,
-                partitions,
-                json_path,
-                sample,
-                index_directives,
-                inheritance,
-            } => {
-                if args.is_some() {
-                    return Err(unsupported("table functions"));
-                }
-                if !with_hints.is_empty()
-                    || version.is_some()
-                    || *with_ordinality
-                    || !partitions.is_empty()
-                    || json_path.is_some()
-                    || sample.is_some()
-                    || !index_directives.is_empty()
-                    || inheritance.is_some()
-                {
-                    return Err(unsupported("table modifiers (hints, versions, samples)"));
-                }
-                let parts = &name.0;
-                let ident = match parts.as_slice() {
-                    [ast::ObjectNamePart::Identifier(ident)] => ident,
-                    _ => return Err(unsupported("qualified table names (schema.table)")),
-                };
-                self.table = ident.value.to_ascii_lowercase();
-                if let Some(alias) = alias {
-                    if !alias.columns.is_empty() {
-                        return Err(unsupported("column aliases on the table"));
-                    }
-                    self.table_alias = Some(alias.name.value.to_ascii_lowercase());
-                }
-                Ok(())
-            }
-            ast::TableFactor::Derived { .. } => Err(unsupported("subqueries in FROM")),
-            _ => Err(unsupported("this kind of FROM item")),
-        }
-    }
-
     fn projection(&mut self, items: &[ast::SelectItem]) -> Result<Vec<SelectItem>, PlanError> {
         let mut out = Vec::new();
         for item in items {
@@ -210,6 +187,16 @@ impl Planner<'_> {
                             name: column.name().into(),
                             alias: None,
                         });
+                    }
+                    // A join's * is both tables' columns, as in SQLite.
+                    if self.joined.is_some() {
+                        for column in [Column::Key, Column::Value] {
+                            out.push(SelectItem {
+                                expr: Expr::Joined(column),
+                                name: column.name().into(),
+                                alias: None,
+                            });
+                        }
                     }
                 }
                 ast::SelectItem::QualifiedWildcard(..) => {

@@ -28,6 +28,22 @@ impl Plan {
                 self.pushed.join(" AND ")
             }
         ));
+        if let Some(join) = &self.join {
+            lines.push(format!(
+                "join: {} {} ON {}.key = {} (one point read per record of {}, batched per page)",
+                if join.outer { "LEFT JOIN" } else { "JOIN" },
+                join.table,
+                join.table,
+                join.key,
+                self.table
+            ));
+            lines.push(format!(
+                "filter per record before the join: {}",
+                join.before
+                    .as_ref()
+                    .map_or("none".to_string(), ToString::to_string)
+            ));
+        }
         lines.push(format!(
             "filter per record: {}",
             self.filter

@@ -72,7 +72,7 @@ fn to_group_expr(expr: &Expr, group_by: &[GroupText], place: &str) -> Result<Exp
     }
     let rec = |e: &Expr| to_group_expr(e, group_by, place).map(Box::new);
     Ok(match expr {
-        Expr::Column(c) => {
+        Expr::Column(c) | Expr::Joined(c) => {
             return Err(invalid(format!(
                 "column {} in {place} must appear in GROUP BY or inside an aggregate",
                 c.name()
@@ -134,6 +134,23 @@ fn to_group_expr(expr: &Expr, group_by: &[GroupText], place: &str) -> Result<Exp
                 .iter()
                 .map(|e| to_group_expr(e, group_by, place))
                 .collect::<Result<_, _>>()?,
+        },
+        Expr::Case {
+            operand,
+            branches,
+            otherwise,
+        } => Expr::Case {
+            operand: operand.as_deref().map(rec).transpose()?,
+            branches: branches
+                .iter()
+                .map(|(when, then)| {
+                    Ok((
+                        to_group_expr(when, group_by, place)?,
+                        to_group_expr(then, group_by, place)?,
+                    ))
+                })
+                .collect::<Result<_, PlanError>>()?,
+            otherwise: otherwise.as_deref().map(rec).transpose()?,
         },
     })
 }

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use sqlparser::ast;
 
+use super::join::Side;
 use super::planner::{Place, Planner, SelectItem, text_prefix};
 use crate::error::{PlanError, invalid, lookup, unsupported};
 use crate::expr::{BinaryOp, CastType, Column, Expr, UnaryOp};
@@ -120,7 +121,7 @@ impl Planner<'_> {
         items: &[SelectItem],
         place: Place,
     ) -> Result<Expr, PlanError> {
-        let name = match parts {
+        let (qualifier, name) = match parts {
             [name] => {
                 let lower = name.value.to_ascii_lowercase();
                 if matches!(place, Place::GroupBy | Place::Having | Place::OrderBy)
@@ -130,20 +131,18 @@ impl Planner<'_> {
                 {
                     return Ok(item.expr.clone());
                 }
-                *name
+                (None, *name)
             }
-            [qualifier, name] => {
-                let q = qualifier.value.to_ascii_lowercase();
-                if q != self.table && Some(&q) != self.table_alias.as_ref() {
-                    return Err(invalid(format!(
-                        "unknown table {} in {}.{}",
-                        qualifier.value, qualifier.value, name.value
-                    )));
-                }
-                *name
-            }
+            [qualifier, name] => (Some(qualifier.value.to_ascii_lowercase()), *name),
             _ => return Err(unsupported("identifiers with more than two parts")),
         };
+        let known = Column::from_name(&name.value).is_some();
+        if qualifier.is_some() || (self.joined.is_some() && known) {
+            let side = self.side(qualifier.as_deref(), &name.value)?;
+            if let (Side::Joined, Some(column)) = (side, Column::from_name(&name.value)) {
+                return Ok(Expr::Joined(column));
+            }
+        }
         Column::from_name(&name.value).map(Expr::Column).ok_or_else(|| {
             let hint = if name.quote_style == Some('"') {
                 format!(" (\"{0}\" is a quoted identifier; write text as '{0}')", name.value)
@@ -255,6 +254,17 @@ impl Planner<'_> {
         })
     }
 
+    /// A call of the built-in scalar `name` (as the registry has it).
+    #[inline(never)]
+    pub(super) fn builtin_call(&self, name: &str, args: Vec<Expr>) -> Result<Expr, PlanError> {
+        let function = self
+            .registry
+            .scalar(None, name)
+            .map_err(lookup)?
+            .ok_or_else(|| invalid(format!("{name} is not available")))?;
+        Ok(Expr::Call { function, args })
+    }
+
     #[inline(never)]
     fn check_in_list(&self, len: usize) -> Result<(), PlanError> {
         if len > self.limits.max_in_list {
@@ -321,18 +331,52 @@ impl Planner<'_> {
                 if let Some(count) = substring_for {
                     args.push(*sub(self, count)?);
                 }
-                let function = self
-                    .registry
-                    .scalar(None, "substr")
-                    .map_err(lookup)?
-                    .ok_or_else(|| invalid("substr is not available"))?;
-                Expr::Call { function, args }
+                self.builtin_call("substr", args)?
             }
             ast::Expr::Function(function) => self.function(function, place, items)?,
             ast::Expr::Subquery(_) | ast::Expr::Exists { .. } => {
                 return Err(unsupported("subqueries"));
             }
-            ast::Expr::Case { .. } => return Err(unsupported("CASE")),
+            ast::Expr::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => Expr::Case {
+                operand: operand.as_deref().map(|o| sub(self, o)).transpose()?,
+                branches: conditions
+                    .iter()
+                    .map(|branch| {
+                        Ok((
+                            self.expr(&branch.condition, place, items)?,
+                            self.expr(&branch.result, place, items)?,
+                        ))
+                    })
+                    .collect::<Result<_, PlanError>>()?,
+                otherwise: else_result.as_deref().map(|e| sub(self, e)).transpose()?,
+            },
+            ast::Expr::Trim {
+                trim_where,
+                trim_what,
+                expr,
+                trim_characters,
+            } => {
+                // SQLite's trim(x[, chars]) and standard TRIM([side] [chars FROM] x).
+                let name = match trim_where {
+                    None | Some(ast::TrimWhereField::Both) => "trim",
+                    Some(ast::TrimWhereField::Leading) => "ltrim",
+                    Some(ast::TrimWhereField::Trailing) => "rtrim",
+                };
+                let mut args = vec![*sub(self, expr)?];
+                match (trim_what, trim_characters.as_deref()) {
+                    (Some(what), None) => args.push(*sub(self, what)?),
+                    (None, Some([chars])) => args.push(*sub(self, chars)?),
+                    (None, None) => {}
+                    _ => return Err(invalid("trim() takes 1 or 2 arguments")),
+                }
+                self.builtin_call(name, args)?
+            }
+
             ast::Expr::Wildcard(_) => {
                 return Err(invalid("* is only allowed alone in SELECT or in COUNT(*)"));
             }
@@ -387,6 +431,8 @@ fn binary_op(op: &ast::BinaryOperator) -> Result<BinaryOp, PlanError> {
         ast::BinaryOperator::Divide => BinaryOp::Div,
         ast::BinaryOperator::Modulo => BinaryOp::Rem,
         ast::BinaryOperator::StringConcat => BinaryOp::Concat,
+        ast::BinaryOperator::Arrow => BinaryOp::Arrow,
+        ast::BinaryOperator::LongArrow => BinaryOp::LongArrow,
         other => return Err(unsupported(format!("operator {other}"))),
     })
 }

@@ -7,6 +7,7 @@
 //!   statement, parameters; the planner's state.
 //! - `clauses.rs`: SELECT, FROM, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT;
 //!   the dialect checks that refuse what ebb does not run.
+//! - `join.rs`: the tables of FROM: one table, or a key lookup join.
 //! - `lower.rs`: SQL expressions to [`Expr`]: operators, columns and
 //!   aliases, literals and parameters.
 //! - `calls.rs`: function calls resolved against the registry: scalar or
@@ -17,6 +18,7 @@ mod calls;
 mod clauses;
 mod explain;
 mod grouping;
+mod join;
 mod lower;
 mod planner;
 
@@ -54,7 +56,12 @@ impl fmt::Display for AggregateCall {
             return write!(f, "{}(*)", self.function.name());
         }
         let args: Vec<String> = self.args.iter().map(ToString::to_string).collect();
-        write!(f, "{}({})", self.function.name(), args.join(", "))
+        let distinct = if self.function.is_distinct() {
+            "DISTINCT "
+        } else {
+            ""
+        };
+        write!(f, "{}({distinct}{})", self.function.name(), args.join(", "))
     }
 }
 
@@ -88,6 +95,26 @@ pub enum Shape {
     },
 }
 
+/// `FROM a [LEFT] JOIN b ON b.key = <expression over a>`: one point read
+/// of `b` per record of `a` that passes `before`. Keys are unique, so each
+/// record of `a` meets at most one of `b`, and the result keeps `a`'s key
+/// order.
+#[derive(Debug, Clone)]
+pub struct Join {
+    /// The looked-up table, `b` (lower-case).
+    pub table: String,
+    /// `LEFT JOIN`: a record of `a` with no match is kept, `b`'s columns
+    /// NULL. Otherwise it is dropped.
+    pub outer: bool,
+    /// The key read in `b`, over `a`'s record. As SQLite compares it with
+    /// `b.key` (text): text matches itself, a number matches its text, and
+    /// NULL or bytes match nothing.
+    pub key: Expr,
+    /// The WHERE conjuncts that read only `a`, evaluated in the scan of `a`
+    /// before any read of `b` (the plan's `filter` holds the others).
+    pub before: Option<Expr>,
+}
+
 /// A validated query plan.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -111,13 +138,34 @@ pub struct Plan {
     pub offset: u64,
     /// `EXPLAIN` was asked for.
     pub explain: bool,
+    /// `SELECT DISTINCT`: planned as an aggregate grouped by every result
+    /// expression (so its distinct rows count against the group budget).
+    pub distinct: bool,
+    /// A key lookup join; `None` for a query over one table. With a join,
+    /// `filter`, the shape and ORDER BY read [`Expr::Joined`] columns too,
+    /// and are evaluated after the lookup (see [`Plan::scan_plan`]).
+    pub join: Option<Join>,
 }
+
+/// The columns of a record, in the order [`Plan::scan_plan`] projects them
+/// for a join: then the key to look up.
+pub const RECORD_COLUMNS: [Column; 5] = [
+    Column::Key,
+    Column::Value,
+    Column::VersionMs,
+    Column::ExpiresAt,
+    Column::Fragment,
+];
 
 impl Plan {
     /// Every expression of the plan: filter, projections, grouping, HAVING,
     /// aggregate arguments, ORDER BY.
     pub fn exprs(&self) -> Vec<&Expr> {
         let mut exprs: Vec<&Expr> = self.filter.iter().collect();
+        if let Some(join) = &self.join {
+            exprs.push(&join.key);
+            exprs.extend(&join.before);
+        }
         match &self.shape {
             Shape::Rows { projection } => exprs.extend(projection),
             Shape::Aggregate {
@@ -172,6 +220,46 @@ impl Plan {
                 Some(first.descending)
             }
             Some(_) => None,
+        }
+    }
+
+    /// The plan a page of the scanned table runs. Without a join, the plan
+    /// itself. With one, a row query over `a` alone: the conjuncts in
+    /// [`Join::before`], projecting [`RECORD_COLUMNS`] and then the key to
+    /// look up, in the result's key direction. The executor reads `b` for
+    /// each of its rows and evaluates the plan over the joined rows.
+    pub fn scan_plan(&self) -> Plan {
+        let Some(join) = &self.join else {
+            return self.clone();
+        };
+        let mut projection: Vec<Expr> = RECORD_COLUMNS.iter().map(|c| Expr::Column(*c)).collect();
+        projection.push(join.key.clone());
+        let order_by = match self.key_order() {
+            Some(true) => vec![SortKey {
+                expr: Expr::Column(Column::Key),
+                descending: true,
+            }],
+            _ => Vec::new(),
+        };
+        Plan {
+            table: self.table.clone(),
+            ranges: self.ranges.clone(),
+            pushed: self.pushed.clone(),
+            filter: join.before.clone(),
+            columns: projection
+                .iter()
+                .map(|e| OutputColumn {
+                    name: e.to_string(),
+                    sql_type: e.sql_type(),
+                })
+                .collect(),
+            shape: Shape::Rows { projection },
+            order_by,
+            limit: None,
+            offset: 0,
+            explain: false,
+            distinct: false,
+            join: None,
         }
     }
 

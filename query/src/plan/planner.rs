@@ -10,6 +10,7 @@ use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::Tokenizer;
 
+use super::join::Joined;
 use super::{AggregateCall, Plan};
 use crate::depth::depth_bound;
 use crate::error::{PlanError, invalid, unsupported};
@@ -86,6 +87,7 @@ pub fn plan(
         aggregates: Vec::new(),
         table_alias: None,
         table: String::new(),
+        joined: None,
     };
     let mut plan = planner.query(query)?;
     plan.explain = explain;
@@ -141,6 +143,8 @@ pub(super) struct Planner<'a> {
     pub(super) table_alias: Option<String>,
     /// The table (lower-case).
     pub(super) table: String,
+    /// The joined table, in a join.
+    pub(super) joined: Option<Joined>,
 }
 
 /// Where an expression appears: decides whether aggregates and aliases may be used.
