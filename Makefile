@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run cluster example test fuzz-soak bench bench-sql bench-plugins bench-expiry bench-http bench-cluster bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
+.PHONY: run cluster example test fuzz-soak bench bench-all bench-sql bench-plugins bench-expiry bench-http bench-cluster bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -62,6 +62,11 @@ fuzz-soak: prereqs plugins
 
 bench: prereqs
 	$(CARGO) bench --workspace --bench kv
+
+# Every benchmark with a headline goal, then one table of goal, anchor and
+# measured ratio (SKIP="cluster memory" to leave some out).
+bench-all: prereqs plugins
+	./scripts/bench-all.sh
 
 bench-sql: prereqs
 	$(CARGO) bench --workspace --bench sql_vs_sqlite

@@ -127,7 +127,7 @@ start_ebb() { # name extra-args...: starts ebb serve, echoes nothing
   echo $! >"$work/$name.pid"
 }
 
-echo "== write throughput: $CONNECTIONS connections, $DURATION, 100-byte values, unique keys, $FRAGMENTS fragments, $(nproc) cores shared by every process"
+echo "== write throughput: $CONNECTIONS connections, $DURATION, 100-byte values, unique keys, $FRAGMENTS fragments, $(nproc) cores shared by every process, commit $(git rev-parse --short HEAD)"
 start_ebb single --listen 127.0.0.1:7260 --fragments "$FRAGMENTS"
 wait_ok http://127.0.0.1:7260/health
 peers="1=127.0.0.1:7271,2=127.0.0.1:7272,3=127.0.0.1:7273"
@@ -143,6 +143,7 @@ for level in wal sync; do
   cluster=$(load http://127.0.0.1:7261 "$work/put.lua" "/v1/tables/bench/keys/k" "?durability=$level")
   echo "ebb 1 node   $level: $single (req/s p50 p99 non-2xx)"
   echo "ebb 3 nodes  $level: $cluster"
+  [ "$level" = sync ] && cluster_sync=$cluster
 done
 # Every member holds the same records (one read per member).
 for n in 1 2 3; do
@@ -163,6 +164,13 @@ for n in 1 2 3; do
 done
 etcd=$(load http://127.0.0.1:2371 "$work/etcd.lua")
 echo "etcd 3 members (fsync, HTTP gateway): $etcd"
+# Headline for `make bench-all`: three members at `sync` against etcd.
+read -r c_rps _ _ c_err <<<"$cluster_sync"
+read -r e_rps _ _ _ <<<"$etcd"
+awk -v c="$c_rps" -v e="$e_rps" -v err="$c_err" 'BEGIN {
+  r = c / e; met = (r >= 2 && err == 0) ? "met" : "not met"
+  printf "headline: cluster writes (3 members, sync) twice etcd'"'"'s%s | etcd 3 members, fsync (ebb req/s / etcd req/s) | %.2f | >= 2 | %s\n", (err == 0 ? "" : " (" err " non-2xx)"), r, met
+}'
 
 echo "== failover: kill -9 of the member leading fragment 0, time until a write to every fragment (64 keys, one batch) is acknowledged by another member ($FAILOVERS times)"
 # 64 keys: every fragment (16) holds some of them, with near certainty.

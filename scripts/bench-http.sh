@@ -54,18 +54,36 @@ LUA
 value=$(printf 'x%.0s' $(seq 100))
 curl -fsS -X PUT --data-binary "$value" "$ebb_url/v1/tables/bench/keys/hot" >/dev/null
 
-rps() { wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" "$@" | awk '/Requests\/sec/ {print $2}'; }
+# "requests/s non-2xx": wrk prints "Non-2xx or 3xx responses: N" only when
+# there were some; those are not successful requests and are reported.
+rps() {
+  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" "$@" |
+    awk '/Requests\/sec/ {r=$2} /Non-2xx or 3xx responses/ {e=$NF} END {printf "%s %d\n", r, e}'
+}
 
-floor_get=$(rps "$floor_url/v1/tables/bench/keys/hot")
-ebb_get=$(rps "$ebb_url/v1/tables/bench/keys/hot")
-floor_put=$(rps -s "$work/put.lua" "$floor_url" -- "/v1/tables/bench/keys/k")
-ebb_put_memory=$(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=memory")
-ebb_put_wal=$(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=wal")
+read -r floor_get floor_get_err < <(rps "$floor_url/v1/tables/bench/keys/hot")
+read -r ebb_get ebb_get_err < <(rps "$ebb_url/v1/tables/bench/keys/hot")
+read -r floor_put floor_put_err < <(rps -s "$work/put.lua" "$floor_url" -- "/v1/tables/bench/keys/k")
+read -r ebb_put_memory ebb_put_memory_err < <(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=memory")
+read -r ebb_put_wal ebb_put_wal_err < <(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=wal")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
-echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, 100-byte values, loopback, $(nproc) cores"
-printf '%-28s %14s %14s %8s\n' "request" "floor req/s" "ebb req/s" "ebb/floor"
-printf '%-28s %14s %14s %8s\n' "GET one key" "$floor_get" "$ebb_get" "$(ratio "$ebb_get" "$floor_get")"
-printf '%-28s %14s %14s %8s\n' "PUT, durability memory" "$floor_put" "$ebb_put_memory" "$(ratio "$ebb_put_memory" "$floor_put")"
-printf '%-28s %14s %14s %8s\n' "PUT, durability wal" "$floor_put" "$ebb_put_wal" "$(ratio "$ebb_put_wal" "$floor_put")"
+echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, 100-byte values, loopback, $(nproc) cores shared by wrk and the server, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo +changes), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-28s %14s %14s %8s %16s\n' "request" "floor req/s" "ebb req/s" "ebb/floor" "non-2xx (ebb)"
+printf '%-28s %14s %14s %8s %16s\n' "GET one key" "$floor_get" "$ebb_get" "$(ratio "$ebb_get" "$floor_get")" "$ebb_get_err"
+printf '%-28s %14s %14s %8s %16s\n' "PUT, durability memory" "$floor_put" "$ebb_put_memory" "$(ratio "$ebb_put_memory" "$floor_put")" "$ebb_put_memory_err"
+printf '%-28s %14s %14s %8s %16s\n' "PUT, durability wal" "$floor_put" "$ebb_put_wal" "$(ratio "$ebb_put_wal" "$floor_put")" "$ebb_put_wal_err"
+if [ "$((floor_get_err + floor_put_err))" -ne 0 ]; then
+  echo "bench-http: the floor answered $((floor_get_err + floor_put_err)) non-2xx responses" >&2
+fi
+
+# Headlines for `make bench-all`; a run with non-2xx answers meets no goal.
+headline() { # goal ratio target errors
+  met=$(awk -v r="$2" -v t="$3" -v e="$4" 'BEGIN { print (r >= t && e == 0) ? "met" : "not met" }')
+  note=""; [ "$4" -ne 0 ] && note=" ($4 non-2xx)"
+  echo "headline: $1$note | bare axum floor (ebb req/s / floor req/s) | $2 | >= $3 | $met"
+}
+headline "GET one key near the HTTP floor" "$(ratio "$ebb_get" "$floor_get")" 0.8 "$ebb_get_err"
+headline "PUT, durability memory, near the HTTP floor" "$(ratio "$ebb_put_memory" "$floor_put")" 0.7 "$ebb_put_memory_err"
+headline "PUT, durability wal, near the HTTP floor" "$(ratio "$ebb_put_wal" "$floor_put")" 0.6 "$ebb_put_wal_err"

@@ -490,5 +490,8 @@ fn joins_json_dates_and_distinct_answer_over_http() {
         None,
     );
     assert_eq!(answer.status, 200, "{}", answer.text());
-    assert_eq!(answer.json()["rows"], json!([["high", true], ["low", true]]));
+    assert_eq!(
+        answer.json()["rows"],
+        json!([["high", true], ["low", true]])
+    );
 }

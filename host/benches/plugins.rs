@@ -58,6 +58,11 @@ fn main() {
         ))
         .unwrap();
 
+    println!(
+        "commit {}, load average {}",
+        common::commit(),
+        common::load_average()
+    );
     println!("upload-to-first-call (validate, compile, store, first call):");
     for (name, function, call) in [
         (
@@ -94,6 +99,14 @@ fn main() {
             ms(started.elapsed() - installed),
             ms(started.elapsed())
         );
+        if name == "json" {
+            common::headline(
+                "the bundled json plugin ready within 200 ms of its upload",
+                "goal 200 ms (200 ms / upload-to-first-call)",
+                200.0 / ms(started.elapsed()),
+                common::Goal::AtLeast(1.0),
+            );
+        }
     }
 
     let json = node.plugins().get("json").unwrap();
@@ -262,6 +275,18 @@ fn main() {
             ebb.as_secs_f64() / native.as_secs_f64(),
             ebb.as_secs_f64() / builtin.as_secs_f64(),
             lite.as_secs_f64() / ebb.as_secs_f64()
+        );
+        common::headline(
+            &format!("{name}: plugin calls within 1.25x of native"),
+            "the same Rust compiled natively (plugin time / native time)",
+            ebb.as_secs_f64() / native.as_secs_f64(),
+            common::Goal::AtMost(1.25),
+        );
+        common::headline(
+            &format!("{name}: built-in JSON at least as fast as the json plugin"),
+            "the json plugin (plugin time / built-in time)",
+            ebb.as_secs_f64() / builtin.as_secs_f64(),
+            common::Goal::AtLeast(1.0),
         );
     }
     runtime.block_on(node.shutdown()).unwrap();

@@ -55,53 +55,64 @@ fn main() {
         )
         .unwrap();
 
-    // (label, query, whether its rows come in a defined order)
+    // (label, query, whether its rows come in a defined order, the goal of
+    // its SQLite/ebb ratio if it is a headline)
     let queries = [
         (
             "count(*) (ebb: from counters)",
             "SELECT count(*) FROM t",
             true,
+            None,
         ),
         (
             "prefix-range aggregate",
             "SELECT count(*), sum(length(value)) FROM t WHERE key LIKE 'user:%'",
             true,
+            None,
         ),
         (
             "filtered full-scan projection",
             "SELECT key, value FROM t WHERE length(value) > 100 LIMIT 100",
             false,
+            Some(1.0),
         ),
         (
             "GROUP BY",
             "SELECT substr(key, 1, 4) AS p, count(*), max(length(value)) FROM t GROUP BY p",
             false,
+            None,
         ),
         (
             "filter ORDER BY key LIMIT 100",
             "SELECT key FROM t WHERE length(value) > 38 ORDER BY key LIMIT 100",
             true,
+            Some(0.5),
         ),
         (
             "ORDER BY key LIMIT 100",
             "SELECT key FROM t ORDER BY key LIMIT 100",
             true,
+            Some(0.5),
         ),
         (
             "ORDER BY key DESC LIMIT 100",
             "SELECT key FROM t ORDER BY key DESC LIMIT 100",
             true,
+            Some(0.5),
         ),
         (
             "keyset key >= ? LIMIT 10",
             "SELECT key FROM t WHERE key >= 'order:00500000' ORDER BY key LIMIT 10",
             true,
+            Some(0.5),
         ),
     ];
     println!();
     println!(
-        "{rows} rows, median of {RUNS} warm runs, {} cores",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        "{rows} rows, median of {RUNS} warm runs, {} cores (ebb's pages on every core, SQLite on one thread), commit {}, load average {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        common::commit(),
+        common::load_average()
     );
     println!(
         "{:<30} {:>10} {:>14} {:>10} {:>14} {:>12} {:>12} {:>12}",
@@ -114,7 +125,8 @@ fn main() {
         "clustered ms",
         "clustered/ebb"
     );
-    for (name, sql, ordered) in queries {
+    let mut headlines = Vec::new();
+    for (name, sql, ordered, goal) in queries {
         let run_ebb = || {
             runtime.block_on(async {
                 let started = Instant::now();
@@ -178,10 +190,26 @@ fn main() {
             clustered.as_secs_f64() * 1000.0,
             clustered.as_secs_f64() / ebb.as_secs_f64()
         );
+        if let Some(goal) = goal {
+            headlines.push((name, lite.as_secs_f64() / ebb.as_secs_f64(), goal));
+        }
     }
     println!(
         "rows/s = records the query visits (as ebb counts them) per second; SQLite/ebb > 1 means ebb is faster; every answer checked equal"
     );
+    for (name, ratio, goal) in headlines {
+        let what = if goal >= 1.0 {
+            format!("{name}: at least as fast as SQLite")
+        } else {
+            format!("{name}: within {:.0}x of SQLite's time", 1.0 / goal)
+        };
+        common::headline(
+            &what,
+            &format!("SQLite in process, {rows} rows (SQLite time / ebb time)"),
+            ratio,
+            common::Goal::AtLeast(goal),
+        );
+    }
     runtime.block_on(node.shutdown()).unwrap();
 }
 

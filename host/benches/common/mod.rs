@@ -107,6 +107,48 @@ pub fn benchmarking(how: &str) -> bool {
     bench
 }
 
+/// The commit the benchmark runs (`git rev-parse --short HEAD`, with
+/// `+changes` when the work tree differs from it), for every table's header.
+pub fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown (not a git checkout)".into();
+    };
+    match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(changes) if !changes.is_empty() => format!("{head}+changes"),
+        _ => head,
+    }
+}
+
+/// Which way a headline ratio must go to meet its goal.
+pub enum Goal {
+    /// The ratio must be at least this.
+    AtLeast(f64),
+    /// The ratio must be at most this.
+    AtMost(f64),
+}
+
+/// Print one headline line, which `make bench-all` collects into its
+/// table: what the goal is, the anchor it is measured against, the
+/// measured ratio and whether it meets the goal.
+pub fn headline(goal: &str, anchor: &str, ratio: f64, target: Goal) {
+    let (met, wanted) = match target {
+        Goal::AtLeast(t) => (ratio >= t, format!(">= {t}")),
+        Goal::AtMost(t) => (ratio <= t, format!("<= {t}")),
+    };
+    println!(
+        "headline: {goal} | {anchor} | {ratio:.2} | {wanted} | {}",
+        if met { "met" } else { "not met" }
+    );
+}
+
 /// Environment variable `name` parsed, or `default` when unset or unparsable.
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)

@@ -472,7 +472,11 @@ fn main() {
     if !common::benchmarking("make bench-memory") {
         return;
     }
-    println!("load average at start: {}", common::load_average());
+    println!(
+        "commit {}, load average at start: {}",
+        common::commit(),
+        common::load_average()
+    );
     let n: u64 = common::env_or("EBB_BENCH_RECORDS", 1_000_000);
     assert!(n > 0, "EBB_BENCH_RECORDS must be positive");
     let (ebb, gauges) = measure_ebb(n);
@@ -520,6 +524,12 @@ fn main() {
             "\nebb / Redis: {:.2}x per record over baseline, {:.2}x of total RSS",
             per(&ebb) / per(redis),
             ebb.loaded as f64 / redis.loaded as f64
+        );
+        common::headline(
+            "memory per record at or below Redis",
+            &format!("{version}, {n} records (ebb bytes per record over baseline / Redis's)"),
+            per(&ebb) / per(redis),
+            common::Goal::AtMost(1.0),
         );
     }
     if gauges.is_empty() {
