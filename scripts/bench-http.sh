@@ -19,7 +19,12 @@ cargo build --release -q --workspace --bin ebb --example http_floor
 bin="${CARGO_TARGET_DIR:-target}/release"
 work=$(mktemp -d)
 pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # The server may still be writing its data dir as it stops.
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work" || true
+}
 trap cleanup EXIT
 
 wait_url() { # name: echoes the base URL the process printed
