@@ -324,79 +324,64 @@ fn timediff(args: &[&Value]) -> Result<Value, String> {
         d.valid_jd = false;
         d.compute_jd();
     };
-    let sign;
-    let (mut y, mut m);
-    // At most a few passes of each loop: `d2` starts within a month of `d1`.
+    // `d2` is moved toward `d1` by whole years and months; `later` says
+    // which way (SQLite's two mirrored branches, as one).
+    let later = d1.jd >= d2.jd;
+    let sign = if later { '+' } else { '-' };
+    let mut y = if later {
+        d1.year - d2.year
+    } else {
+        d2.year - d1.year
+    };
+    if y != 0 {
+        d2.year = d1.year;
+        recompute(&mut d2);
+    }
+    let mut m = if later {
+        d1.month - d2.month
+    } else {
+        d2.month - d1.month
+    };
+    if m < 0 {
+        y -= 1;
+        m += 12;
+    }
+    if m != 0 {
+        d2.month = d1.month;
+        recompute(&mut d2);
+    }
+    // At most a few passes: `d2` starts within a month of `d1`.
     let mut guard = 0;
-    if d1.jd >= d2.jd {
-        sign = '+';
-        y = d1.year - d2.year;
-        if y != 0 {
-            d2.year = d1.year;
-            recompute(&mut d2);
+    while if later { d1.jd < d2.jd } else { d1.jd > d2.jd } {
+        guard += 1;
+        if guard > 48 {
+            return Ok(Value::Null);
         }
-        m = d1.month - d2.month;
+        m -= 1;
         if m < 0 {
+            m = 11;
             y -= 1;
-            m += 12;
         }
-        if m != 0 {
-            d2.month = d1.month;
-            recompute(&mut d2);
-        }
-        while d1.jd < d2.jd {
-            guard += 1;
-            if guard > 48 {
-                return Ok(Value::Null);
-            }
-            m -= 1;
-            if m < 0 {
-                m = 11;
-                y -= 1;
-            }
+        if later {
             d2.month -= 1;
             if d2.month < 1 {
                 d2.month = 12;
                 d2.year -= 1;
             }
-            recompute(&mut d2);
-        }
-        d1.jd = d1.jd.wrapping_sub(d2.jd);
-    } else {
-        sign = '-';
-        y = d2.year - d1.year;
-        if y != 0 {
-            d2.year = d1.year;
-            recompute(&mut d2);
-        }
-        m = d2.month - d1.month;
-        if m < 0 {
-            y -= 1;
-            m += 12;
-        }
-        if m != 0 {
-            d2.month = d1.month;
-            recompute(&mut d2);
-        }
-        while d1.jd > d2.jd {
-            guard += 1;
-            if guard > 48 {
-                return Ok(Value::Null);
-            }
-            m -= 1;
-            if m < 0 {
-                m = 11;
-                y -= 1;
-            }
+        } else {
             d2.month += 1;
             if d2.month > 12 {
                 d2.month = 1;
                 d2.year += 1;
             }
-            recompute(&mut d2);
         }
-        d1.jd = d2.jd.wrapping_sub(d1.jd);
+        recompute(&mut d2);
     }
+    d1.jd = if later {
+        d1.jd.wrapping_sub(d2.jd)
+    } else {
+        d2.jd.wrapping_sub(d1.jd)
+    };
     d1.jd = d1.jd.wrapping_add(148_699_540_800_000);
     d1.clear_ymd_hms_tz();
     d1.compute_ymd_hms();
