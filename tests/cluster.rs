@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Server, call, wait_until};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// How long a test waits for a cluster to elect, converge or answer.
 const WAIT: Duration = Duration::from_secs(30);
@@ -564,6 +564,40 @@ fn any_member_serves_writes_reads_sql_and_status() {
     assert_eq!(call("DELETE", &url, &[], None).status, 200);
     assert_eq!(call("DELETE", &url, &[], None).status, 404);
     assert_eq!(get(cluster.url(2), "t", "k01").status, 404);
+
+    // Conditions are judged where the write is applied, whichever member
+    // receives it: create-only, If-Match and a TTL change, each through a
+    // different member.
+    let key = |i: usize| format!("{}/v1/tables/t/keys/lease", cluster.url(i));
+    let created = call("PUT", &key(0), &[("if-none-match", "*")], Some(b"a"));
+    assert_eq!(created.status, 200, "{}", created.text());
+    let version = created.json()["version"].as_str().unwrap().to_string();
+    let again = call("PUT", &key(1), &[("if-none-match", "*")], Some(b"b"));
+    assert_eq!(again.status, 412, "{}", again.text());
+    assert_eq!(again.json()["error"]["current_version"], json!(version));
+    let patched = call(
+        "PATCH",
+        &key(2),
+        &[("if-match", &version), ("content-type", "application/json")],
+        Some(br#"{"ttl_ms": 600000}"#),
+    );
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    let stale = call("DELETE", &key(1), &[("if-match", &version)], None);
+    assert_eq!(stale.status, 412, "{}", stale.text());
+    assert_eq!(
+        stale.json()["error"]["current_version"],
+        patched.json()["version"]
+    );
+    for i in 0..3 {
+        let read = get(cluster.url(i), "t", "lease");
+        assert_eq!(read.text(), "a");
+        assert_eq!(
+            read.header("ebb-expires-at").map(str::to_string),
+            patched.json()["expires_at_ms"]
+                .as_u64()
+                .map(|at| at.to_string())
+        );
+    }
 }
 
 #[test]

@@ -59,6 +59,189 @@ async fn ten_thousand_expiries_are_each_handled_and_the_outbox_drains() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_config_reaches_the_handler_and_archive_follows_it() {
+    let node = node(2).await;
+    install(&node, "archive", "ebb_plugin_archive").await;
+    let bind = |config: serde_json::Value| {
+        let node = node.clone();
+        async move {
+            node.bind_expiry(
+                "sessions",
+                ebb_host::BindRequest {
+                    plugin: "archive".into(),
+                    function: "copy".into(),
+                    config: Some(config),
+                    ..ebb_host::BindRequest::default()
+                },
+            )
+            .await
+        }
+    };
+    let binding = bind(serde_json::json!({"table": "old_sessions", "ttl_ms": 600000}))
+        .await
+        .unwrap();
+    assert_eq!(
+        binding.config.as_deref(),
+        Some(r#"{"table":"old_sessions","ttl_ms":600000}"#)
+    );
+    put_in(&node, "sessions", "s1", "alice", 100).await;
+    eventually(Duration::from_secs(10), "s1 in old_sessions", || async {
+        value(&node, "old_sessions", "s1").await.as_deref() == Some("alice")
+    })
+    .await;
+    let copy = node
+        .table("old_sessions")
+        .unwrap()
+        .get("s1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(copy.expires_at_ms.is_some(), "the config's ttl_ms applies");
+    assert_eq!(
+        live(&node, "sessions_archive").await,
+        0,
+        "not the default table"
+    );
+
+    // A config the handler refuses fails its calls visibly, losing nothing.
+    bind(serde_json::json!({"tabel": "typo"})).await.unwrap();
+    put_in(&node, "sessions", "s2", "bob", 50).await;
+    eventually(Duration::from_secs(10), "a failed call", || async {
+        node.expiry_status("sessions").await.unwrap().failed_calls > 0
+    })
+    .await;
+    let status = node.expiry_status("sessions").await.unwrap();
+    let error = status.last_error.unwrap_or_default();
+    assert!(error.contains("bad binding config"), "{error}");
+    // Fixing the binding delivers the waiting event.
+    bind(serde_json::json!({"table": "old_sessions"}))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(30), "s2 in old_sessions", || async {
+        value(&node, "old_sessions", "s2").await.as_deref() == Some("bob")
+    })
+    .await;
+
+    let too_big = serde_json::Value::String("x".repeat(70_000));
+    let error = bind(too_big).await.unwrap_err().to_string();
+    assert!(
+        error.contains("config") && error.contains("65536"),
+        "{error}"
+    );
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_reads_a_config_record_and_skips_event_ids_it_recorded() {
+    let node = node(2).await;
+    install(&node, "handler", "ebb_test_flaky").await;
+    bind_function(&node, "jobs", "handler", "dedupe", 256, 5).await;
+    node.table("jobs_config")
+        .unwrap()
+        .put("prefix", "cfg:", ebb_host::PutOptions::default())
+        .await
+        .unwrap();
+    let at = now_ms() + 150;
+    put_expiring(
+        &node,
+        "jobs",
+        vec![
+            ("a".into(), "one".into(), at),
+            ("b".into(), "twice".into(), at),
+        ],
+    )
+    .await;
+    // b is delivered twice: the second delivery finds its id recorded.
+    eventually(Duration::from_secs(10), "b's repeat skipped", || async {
+        value(&node, "jobs_dupes", "b").await.as_deref() == Some("skipped")
+    })
+    .await;
+    assert_eq!(
+        value(&node, "jobs_out", "a").await.as_deref(),
+        Some("cfg:one")
+    );
+    assert_eq!(
+        value(&node, "jobs_out", "b").await.as_deref(),
+        Some("cfg:twice")
+    );
+    assert_eq!(value(&node, "jobs_dupes", "a").await, None, "a came once");
+    assert_eq!(live(&node, "jobs_seen").await, 2);
+    let status = node.expiry_status("jobs").await.unwrap();
+    assert_eq!((status.failed_calls, status.dead_letters), (0, 0));
+
+    // From SQL, ebb.get is refused: functions stay pure.
+    let refused = node
+        .query(ebb_host::QueryRequest {
+            sql: Some("SELECT handler.peek('jobs_config', 'prefix') FROM jobs_config".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("not to SQL functions"), "{refused}");
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_actions_are_judged_and_a_failed_one_is_skipped_not_a_failure() {
+    let node = node(4).await;
+    install(&node, "handler", "ebb_test_flaky").await;
+    bind_function(&node, "jobs", "handler", "first", 256, 3).await;
+    let put = |table: &'static str, key: &'static str, value: String| {
+        let node = node.clone();
+        async move {
+            node.table(table)
+                .unwrap()
+                .put(key, value, ebb_host::PutOptions::default())
+                .await
+                .unwrap()
+        }
+    };
+    // b's archive copy exists already: the handler's if_absent put skips.
+    put("jobs_archive", "b", "earlier".into()).await;
+    // a's value names its lock's version (the delete applies); b's does not.
+    let lock_a = put("jobs_lock", "a", "held".into()).await;
+    put("jobs_lock", "b", "held".into()).await;
+    let at = now_ms() + 200;
+    put_expiring(
+        &node,
+        "jobs",
+        vec![
+            ("a".into(), lock_a.to_string(), at),
+            ("b".into(), "1.0@nobody".into(), at),
+        ],
+    )
+    .await;
+    eventually(Duration::from_secs(10), "both events handled", || async {
+        node.expiry_status("jobs").await.unwrap().handled == 2
+    })
+    .await;
+    assert_eq!(
+        value(&node, "jobs_archive", "a").await,
+        Some(lock_a.to_string())
+    );
+    assert_eq!(
+        value(&node, "jobs_archive", "b").await.as_deref(),
+        Some("earlier")
+    );
+    assert_eq!(
+        value(&node, "jobs_lock", "a").await,
+        None,
+        "deleted at its version"
+    );
+    assert_eq!(
+        value(&node, "jobs_lock", "b").await.as_deref(),
+        Some("held")
+    );
+    let status = node.expiry_status("jobs").await.unwrap();
+    assert_eq!(status.skipped_actions, 2, "b's put and b's delete");
+    assert_eq!(status.failed_calls, 0);
+    assert_eq!(status.failed_events, 0);
+    assert_eq!(status.dead_letters, 0);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_events_back_off_then_dead_letter_and_redrive_after_the_fix() {
     let node = node(4).await;
     install(&node, "handler", "ebb_test_flaky").await;

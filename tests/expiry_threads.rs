@@ -123,6 +123,7 @@ async fn bind(node: &Node, table: &str, plugin: &str, max_batch: u32) {
             function: "copy".into(),
             max_batch: Some(max_batch),
             max_attempts: Some(10),
+            config: None,
         },
     )
     .await

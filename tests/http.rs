@@ -271,7 +271,8 @@ fn bad_input_gets_a_4xx_with_a_code_and_what_to_fix() {
         ("GET", format!("{base}/v1/tables/t/keys/"), None, 400, "invalid_request", "1 to 4096 bytes"),
         ("DELETE", format!("{base}/v1/tables/t/keys/"), None, 400, "invalid_request", "key must not be empty"),
         ("PUT", format!("{base}/v1/tables/bad-name/keys/"), Some(b"v".to_vec()), 400, "invalid_request", "table name"),
-        ("PATCH", format!("{base}/v1/tables/t/keys/"), None, 405, "method_not_allowed", "method"),
+        ("PATCH", format!("{base}/v1/tables/t/keys/"), Some(br#"{"ttl_ms": 5}"#.to_vec()), 400, "invalid_request", "key must not be empty"),
+        ("PATCH", format!("{base}/v1/tables/t/keys/k"), Some(br#"{"ttl_ms": 5, "expires_at_ms": 5}"#.to_vec()), 400, "invalid_request", "one of"),
     ];
     for (method, url, body, status, code, hint) in cases {
         let answer = call(method, &url, &[], body.as_deref());

@@ -213,6 +213,13 @@ fn bad_uploads_are_refused_with_the_reason() {
             "plugin_invalid",
             "forbidden import env.now",
         ),
+        (
+            "ebb.get of the wrong type",
+            module(r#"(import "ebb" "get" (func (param i32) (result i32)))"#, 1, &manifest(1), &respond(response.len()), &response),
+            422,
+            "plugin_invalid",
+            "forbidden import ebb.get",
+        ),
         ("wrong abi", module("", 2, &manifest(1), &respond(response.len()), &response), 422, "plugin_invalid", "ABI version 2"),
         ("wrong manifest abi", module("", 1, &manifest(7), &respond(response.len()), &response), 422, "plugin_invalid", "manifest says ABI version 7"),
         (
@@ -309,6 +316,17 @@ fn hostile_calls_fail_with_plugin_error_and_the_server_keeps_serving() {
             "trap",
             module("", 1, &manifest(1), "(unreachable)", &response),
             "trapped",
+        ),
+        (
+            "ebb.get of a request outside memory",
+            module(
+                r#"(import "ebb" "get" (func $get (param i32 i32) (result i64)))"#,
+                1,
+                &manifest(1),
+                "(drop (call $get (i32.const 100000000) (i32.const 10))) (i64.const 0)",
+                &response,
+            ),
+            "ebb.get: request outside memory",
         ),
         (
             "huge response",

@@ -12,6 +12,8 @@ mod backup;
 mod cli;
 #[path = "cluster.rs"]
 mod cluster;
+#[path = "conditional.rs"]
+mod conditional;
 #[path = "expiry.rs"]
 mod expiry;
 #[path = "expiry_limits.rs"]

@@ -87,7 +87,7 @@ fn dispatch(function: &Function, call: Option<Call>) -> Result<Reply, String> {
         }
         (Handler::Expiry(f), Call::Expiry(batch)) => {
             let events: Vec<ExpiryEvent> = batch.events.into_iter().map(Into::into).collect();
-            let outcome = f(&events)?;
+            let outcome = crate::binding::with_config(batch.config, || f(&events))?;
             Ok(Reply::Expiry(outcome.into_proto(events.len())?))
         }
         (handler, call) => Err(format!(

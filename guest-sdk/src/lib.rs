@@ -112,10 +112,12 @@
 //! function traps the instance; the host discards it and fails the call.
 
 mod aggregate;
+pub mod binding;
 mod dispatch;
 mod expiry;
 mod fastpath;
 mod plugin;
+mod read;
 mod registry;
 mod rows;
 mod scalar;
@@ -133,9 +135,10 @@ pub use aggregate::Aggregate;
 pub use ebb_proto::Message;
 /// The ABI v1 messages, for tests and advanced use.
 pub use ebb_proto::plugin::v1 as proto;
-pub use expiry::{Action, ExpiryEvent, ExpiryOutcome, ExpiryOutput};
+pub use expiry::{Action, Condition, ExpiryEvent, ExpiryOutcome, ExpiryOutput};
 pub use log::Level;
 pub use plugin::{ABI_VERSION, Plugin};
+pub use read::{Record, get};
 pub use scalar::{ScalarFn, ScalarOutput, Variadic};
 pub use value::{EmptyValueError, FromValue, FromValueError, IntoValue, Value, ValueRef};
 

@@ -140,14 +140,28 @@ pub fn aggregate(
     agg_finish(plugin, function, &total)
 }
 
-/// Calls expiry handler `function` on a batch of events.
+/// Calls expiry handler `function` on a batch of events, as a binding
+/// without `config` would.
 pub fn expiry(
     plugin: &Plugin,
     function: &str,
     events: Vec<ExpiryEvent>,
 ) -> Result<ExpiryOutcome, String> {
+    expiry_with_config(plugin, function, events, "")
+}
+
+/// Calls expiry handler `function` on a batch of events, as a binding
+/// whose `config` is the JSON text `config` would (empty: none); the
+/// handler reads it with [`crate::binding::config`].
+pub fn expiry_with_config(
+    plugin: &Plugin,
+    function: &str,
+    events: Vec<ExpiryEvent>,
+    config: &str,
+) -> Result<ExpiryOutcome, String> {
     let batch = proto::ExpiryBatch {
         events: events.into_iter().map(Into::into).collect(),
+        config: config.to_owned(),
     };
     let result = match request(plugin, function, Call::Expiry(batch))? {
         Reply::Expiry(result) => result,
@@ -156,22 +170,30 @@ pub fn expiry(
     let actions = result
         .actions
         .into_iter()
-        .map(|action| match action.action {
-            Some(proto::action::Action::Put(put)) => Ok(Action::Put {
-                table: put.table,
-                key: put.key,
-                value: put.value.to_vec(),
-                ttl_ms: put.ttl_ms,
-            }),
-            Some(proto::action::Action::Delete(delete)) => Ok(Action::Delete {
-                table: delete.table,
-                key: delete.key,
-            }),
-            None => Err("Action has no field set".to_owned()),
+        .map(|action| {
+            Action::from_proto(action).ok_or_else(|| "Action has no field set".to_owned())
         })
         .collect::<Result<_, String>>()?;
     Ok(ExpiryOutcome {
         actions,
         failed: result.failed,
     })
+}
+
+/// Makes [`crate::get`]`(table, key)` answer `record` in this thread's
+/// native tests (what a handler would read from the host); replaces any
+/// record there.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn put_record(table: &str, key: &str, record: crate::read::Record) {
+    crate::read::imp::RECORDS.with(|records| {
+        records
+            .borrow_mut()
+            .insert((table.to_owned(), key.to_owned()), record);
+    });
+}
+
+/// Forgets every record given to [`put_record`] in this thread.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn clear_records() {
+    crate::read::imp::RECORDS.with(|records| records.borrow_mut().clear());
 }

@@ -231,11 +231,13 @@ fn expiry_outcomes_carry_actions_and_retries() {
                 table: "mirror".into(),
                 key: "a".into(),
                 value: b"a".to_vec(),
-                ttl_ms: 0
+                ttl_ms: 0,
+                condition: ebb_guest::Condition::Always,
             },
             ebb_guest::Action::Delete {
                 table: "mirror".into(),
-                key: "drop".into()
+                key: "drop".into(),
+                condition: ebb_guest::Condition::Always,
             },
         ]
     );

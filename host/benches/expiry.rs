@@ -263,6 +263,7 @@ async fn bind_archive(node: &Node, table: &str) {
             function: "copy".into(),
             max_batch: None,
             max_attempts: None,
+            config: None,
         },
     )
     .await

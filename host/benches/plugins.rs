@@ -82,7 +82,7 @@ fn main() {
         (
             "archive",
             "copy",
-            abi::call_request::Call::Expiry(abi::ExpiryBatch { events: vec![] }),
+            abi::call_request::Call::Expiry(abi::ExpiryBatch::default()),
         ),
     ] {
         let bytes = wasm(&format!("ebb_plugin_{name}"));

@@ -40,5 +40,8 @@ pub use node::config::NodeConfig;
 pub use node::error::{Error, OpenError, ShutdownError};
 pub use node::table::Table;
 pub use node::{BackupError, BackupReport, BootStats, Node, NodeHealth, PluginChange, TableInfo};
-pub use record::{Record, RecordKind, RecordView, Version, own_writer};
-pub use write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, InvalidTtl, PutOptions, Read};
+pub use record::{InvalidVersion, Record, RecordKind, RecordView, Version, own_writer};
+pub use write::{
+    BatchItem, BatchOp, BatchOutcome, Condition, Durability, Entry, Expiry, InvalidTtl, PutOptions,
+    Read, WriteOptions,
+};

@@ -30,6 +30,34 @@ impl fmt::Display for Version {
     }
 }
 
+/// Text that is not a version's `hlc_ms.counter@writer` form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is not a version; versions read as hlc_ms.counter@writer, e.g. 1767225600000.0@n1, as the ebb-version header gives them"
+)]
+pub struct InvalidVersion(pub String);
+
+impl std::str::FromStr for Version {
+    type Err = InvalidVersion;
+
+    /// Parse [`Version`]'s `Display` form. The writer is everything after
+    /// the first `@` and may not be empty.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || InvalidVersion(text.to_string());
+        let (clock, writer) = text.split_once('@').ok_or_else(invalid)?;
+        let (hlc_ms, counter) = clock.split_once('.').ok_or_else(invalid)?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(hlc_ms) || !digits(counter) || writer.is_empty() {
+            return Err(invalid());
+        }
+        Ok(Version {
+            hlc_ms: hlc_ms.parse().map_err(|_| invalid())?,
+            counter: counter.parse().map_err(|_| invalid())?,
+            writer: Arc::from(writer),
+        })
+    }
+}
+
 /// What a record stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RecordKind {
@@ -345,6 +373,22 @@ mod tests {
             hlc_ms,
             counter,
             writer: Arc::from(writer),
+        }
+    }
+
+    #[test]
+    fn a_version_reads_back_from_its_text() {
+        for v in [version(1_767_225_600_000, 0, "n1"), version(7, 42, "a@b.c")] {
+            assert_eq!(v.to_string().parse::<Version>(), Ok(v));
+        }
+        for bad in [
+            "", "1.2", "1@n", "1.@n", ".2@n", "1.2@", "-1.2@n", "x.2@n", "1.2.3",
+        ] {
+            let error = bad.parse::<Version>().unwrap_err();
+            assert!(
+                error.to_string().contains("hlc_ms.counter@writer"),
+                "{error}"
+            );
         }
     }
 

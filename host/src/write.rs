@@ -109,7 +109,31 @@ impl Expiry {
     }
 }
 
-/// Options of a put.
+/// What a conditional write requires of the key's current record, checked
+/// atomically with the write (in a cluster, where the write is applied, so
+/// every replica judges it alike). A write whose condition does not hold
+/// changes nothing and fails with [`crate::Error::PreconditionFailed`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum Condition {
+    /// No condition. The default.
+    #[default]
+    Always,
+    /// The key's visible record has this version. An absent, deleted or
+    /// expired key does not match.
+    Version(Version),
+    /// The key has no visible record: absent, deleted or expired.
+    Absent,
+}
+
+impl Condition {
+    /// `Always` unless `version` is given.
+    pub fn if_version(version: Option<Version>) -> Self {
+        version.map_or(Condition::Always, Condition::Version)
+    }
+}
+
+/// Options of a put (its condition, if any, is an argument of
+/// [`crate::Table::put_if`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PutOptions {
     /// When the record expires. Default: never.
@@ -134,6 +158,29 @@ impl PutOptions {
     /// Acknowledge at `durability`.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+}
+
+/// Options of a delete or a TTL change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// When the write is acknowledged. Default: `wal`.
+    pub durability: Durability,
+    /// What the key's current record must be. Default: anything.
+    pub condition: Condition,
+}
+
+impl WriteOptions {
+    /// Acknowledge at `durability`.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Write only if the key's record is (or is not) as `condition` says.
+    pub fn condition(mut self, condition: Condition) -> Self {
+        self.condition = condition;
         self
     }
 }
@@ -177,6 +224,42 @@ pub enum BatchOp {
         /// The key.
         key: String,
     },
+}
+
+/// One operation of a batch with the condition it makes; a [`BatchOp`]
+/// converts into an unconditional item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchItem {
+    /// The operation.
+    pub op: BatchOp,
+    /// What the key's current record must be.
+    pub condition: Condition,
+}
+
+impl From<BatchOp> for BatchItem {
+    fn from(op: BatchOp) -> Self {
+        BatchItem {
+            op,
+            condition: Condition::Always,
+        }
+    }
+}
+
+impl BatchOp {
+    /// This operation, made only if `condition` holds.
+    pub fn when(self, condition: Condition) -> BatchItem {
+        BatchItem {
+            op: self,
+            condition,
+        }
+    }
+
+    /// The key the operation writes.
+    pub fn key(&self) -> &str {
+        match self {
+            BatchOp::Put { key, .. } | BatchOp::Delete { key } => key,
+        }
+    }
 }
 
 /// What one batch item did.

@@ -83,6 +83,7 @@ pub async fn bind_function(
             function: function.into(),
             max_batch: Some(max_batch),
             max_attempts: Some(max_attempts),
+            config: None,
         },
     )
     .await

@@ -138,12 +138,13 @@ fn action() -> impl Strategy<Value = abi::Action> {
     prop_oneof![
         3 => (table_name(), key(), prop::collection::vec(any::<u8>(), 0..32), prop_oneof![
             3 => Just(0u64), 1 => any::<u64>(), 1 => Just(u64::MAX), 1 => 1u64..100_000,
-        ]).prop_map(|(table, key, value, ttl_ms)| Some(Action::Put(abi::Put { table, key, value: value.into(), ttl_ms }))),
+        ], any::<bool>()).prop_map(|(table, key, value, ttl_ms, if_absent)| Some(Action::Put(abi::Put { table, key, value: value.into(), ttl_ms, if_absent, ..abi::Put::default() }))),
         1 => (0usize..2, table_name(), key()).prop_map(|(_, table, key)| {
             // A large value now and then (past --max-value-bytes).
-            Some(Action::Put(abi::Put { table, key, value: vec![7u8; 70_000].into(), ttl_ms: 0 }))
+            Some(Action::Put(abi::Put { table, key, value: vec![7u8; 70_000].into(), ..abi::Put::default() }))
         }),
-        2 => (table_name(), key()).prop_map(|(table, key)| Some(Action::Delete(abi::Delete { table, key }))),
+        2 => (table_name(), key(), prop_oneof![3 => Just(String::new()), 1 => Just("1.0@n1".to_string()), 1 => Just("not a version".to_string())])
+            .prop_map(|(table, key, if_version)| Some(Action::Delete(abi::Delete { table, key, if_version }))),
         1 => Just(None),
     ]
     .prop_map(|action| abi::Action { action })

@@ -14,13 +14,13 @@ use futures::future::BoxFuture;
 
 use super::error::ClusterError;
 use super::outbox::{OutboxDone, OutboxRequest};
-use crate::fragment::command::{version_message, version_of};
+use crate::fragment::command::{condition_message, condition_of, version_message, version_of};
 use crate::fragment::state::Mutation;
 use crate::names::{TableName, validate_key};
 use crate::raft::NodeId;
 use crate::record::Version;
 use crate::store::FragmentId;
-use crate::write::Durability;
+use crate::write::{Condition, Durability};
 
 /// A request for another member.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +35,8 @@ pub(crate) enum Forward {
         key: Arc<str>,
         /// What to do.
         mutation: Mutation,
+        /// What the key's record must be.
+        condition: Condition,
         /// When to acknowledge.
         durability: Durability,
     },
@@ -81,6 +83,8 @@ pub(crate) enum Answer {
     Written(Version),
     /// A delete found nothing visible.
     NotFound,
+    /// A write's condition did not hold; the key's visible version, if any.
+    ConditionFailed(Option<Version>),
     /// The read index.
     ReadIndex(u64),
     /// The member is up.
@@ -152,6 +156,7 @@ impl Forward {
                 table,
                 key,
                 mutation,
+                condition,
                 durability,
             } => pb::forward_request::Request::Write(pb::Write {
                 fragment: *fragment,
@@ -166,7 +171,11 @@ impl Forward {
                         expires_at_ms: *expires_at_ms,
                     }),
                     Mutation::Delete => pb::write::Mutation::Delete(pb::Delete {}),
+                    Mutation::Retime { expires_at_ms } => pb::write::Mutation::Retime(pb::Retime {
+                        expires_at_ms: *expires_at_ms,
+                    }),
                 }),
+                condition: condition_message(condition),
                 durability: match durability {
                     Durability::Memory => pb::Durability::Memory,
                     Durability::Wal => pb::Durability::Wal,
@@ -232,7 +241,11 @@ impl Forward {
                                 expires_at_ms: put.expires_at_ms,
                             },
                             pb::write::Mutation::Delete(_) => Mutation::Delete,
+                            pb::write::Mutation::Retime(retime) => Mutation::Retime {
+                                expires_at_ms: retime.expires_at_ms,
+                            },
                         },
+                        condition: condition_of(write.condition),
                         durability,
                     }
                 }
@@ -293,6 +306,11 @@ impl Answer {
                 expires_at_ms,
             }),
             Answer::NotFound => pb::forward_response::Response::NotFound(pb::NotFound {}),
+            Answer::ConditionFailed(current) => {
+                pb::forward_response::Response::ConditionFailed(pb::ConditionFailed {
+                    current: current.as_ref().map(version_message),
+                })
+            }
             Answer::ReadIndex(index) => {
                 pb::forward_response::Response::ReadIndex(pb::ReadIndexAnswer { index })
             }
@@ -343,6 +361,9 @@ impl Answer {
                     expires_at_ms: found.expires_at_ms,
                 },
                 pb::forward_response::Response::NotFound(_) => Answer::NotFound,
+                pb::forward_response::Response::ConditionFailed(failed) => {
+                    Answer::ConditionFailed(failed.current.map(version_of))
+                }
                 pb::forward_response::Response::ReadIndex(read) => Answer::ReadIndex(read.index),
                 pb::forward_response::Response::Pong(pong) => Answer::Pong(pong.node_id),
                 pb::forward_response::Response::MetaCommitted(committed) => Answer::MetaCommitted {
@@ -383,6 +404,7 @@ mod tests {
                     value: Bytes::from_static(b"v"),
                     expires_at_ms: Some(9),
                 },
+                condition: Condition::Absent,
                 durability: Durability::Sync,
             },
             Forward::Write {
@@ -390,7 +412,22 @@ mod tests {
                 table: TableName::new("t").unwrap(),
                 key: Arc::from("gone"),
                 mutation: Mutation::Delete,
+                condition: Condition::Version(Version {
+                    hlc_ms: 3,
+                    counter: 1,
+                    writer: Arc::from("n2"),
+                }),
                 durability: Durability::Memory,
+            },
+            Forward::Write {
+                fragment: 1,
+                table: TableName::new("t").unwrap(),
+                key: Arc::from("lease"),
+                mutation: Mutation::Retime {
+                    expires_at_ms: None,
+                },
+                condition: Condition::Always,
+                durability: Durability::Wal,
             },
             Forward::ReadIndex { fragment: 7 },
             Forward::Ping,
@@ -445,6 +482,12 @@ mod tests {
                 writer: Arc::from("node-a"),
             }),
             Answer::NotFound,
+            Answer::ConditionFailed(None),
+            Answer::ConditionFailed(Some(Version {
+                hlc_ms: 5,
+                counter: 0,
+                writer: Arc::from("n3"),
+            })),
             Answer::ReadIndex(42),
             Answer::Pong(3),
             Answer::Found {
@@ -494,6 +537,7 @@ mod tests {
                 table: "t".into(),
                 key: String::new(),
                 mutation: Some(pb::write::Mutation::Delete(pb::Delete {})),
+                condition: None,
                 durability: pb::Durability::Wal as i32,
             })),
         };

@@ -18,7 +18,7 @@ use super::meta::{self, MetaMachine, Metadata};
 use super::outbox::OutboxServer;
 
 use crate::clock::now_ms;
-use crate::fragment::command::{Applied, Command};
+use crate::fragment::command::{Applied, Command, Proposal};
 use crate::fragment::state::{FragmentState, Mutation, WriteOutcome};
 use crate::fragment::{BacklogFull, Replicator};
 use crate::names::TableName;
@@ -27,7 +27,7 @@ use crate::raft::{
     NodeId, RaftRequest, RaftResponse, Service, StateMachine, Transport, TransportError,
 };
 use crate::store::{FragmentId, KvStore};
-use crate::write::Durability;
+use crate::write::{Condition, Durability};
 
 /// How long one forwarded request may take on the wire.
 pub(super) const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -220,6 +220,7 @@ impl Cluster {
         table: &TableName,
         key: &Arc<str>,
         mutation: Mutation,
+        condition: &Condition,
         durability: Durability,
     ) -> Result<WriteOutcome, WriteFailure> {
         self.serving()?;
@@ -239,7 +240,15 @@ impl Cluster {
                     let remaining = deadline.saturating_duration_since(Instant::now());
                     match tokio::time::timeout(
                         remaining,
-                        write_here(replica, fragment, table, key, mutation.clone(), durability),
+                        write_here(
+                            replica,
+                            fragment,
+                            table,
+                            key,
+                            mutation.clone(),
+                            condition,
+                            durability,
+                        ),
                     )
                     .await
                     {
@@ -258,6 +267,7 @@ impl Cluster {
                         table: table.clone(),
                         key: key.clone(),
                         mutation: mutation.clone(),
+                        condition: condition.clone(),
                         durability,
                     };
                     match self.forward(node, &request, deadline).await {
@@ -265,6 +275,9 @@ impl Cluster {
                             return Ok(WriteOutcome::Applied { version, seq: 0 });
                         }
                         Ok(Answer::NotFound) => return Ok(WriteOutcome::NotFound),
+                        Ok(Answer::ConditionFailed(current)) => {
+                            return Ok(WriteOutcome::ConditionFailed { current });
+                        }
                         Ok(Answer::Failure {
                             code,
                             message,
@@ -378,13 +391,19 @@ impl Cluster {
                 table,
                 key,
                 mutation,
+                condition,
                 durability,
                 ..
             } => {
-                let write = write_here(replica, fragment, &table, &key, mutation, durability);
+                let write = write_here(
+                    replica, fragment, &table, &key, mutation, &condition, durability,
+                );
                 match tokio::time::timeout(timeout, write).await {
                     Ok(Ok(WriteOutcome::Applied { version, .. })) => Answer::Written(version),
                     Ok(Ok(WriteOutcome::NotFound)) => Answer::NotFound,
+                    Ok(Ok(WriteOutcome::ConditionFailed { current })) => {
+                        Answer::ConditionFailed(current)
+                    }
                     Ok(Err(WriteFailure::Backlog(full))) => Answer::failure("overloaded", full),
                     Ok(Err(WriteFailure::Cluster(error))) => failure_of(&error),
                     Err(_) => Answer::failure(
@@ -624,22 +643,30 @@ pub(crate) enum WriteFailure {
 }
 
 /// Version and propose a write on this node, which leads `fragment`.
+/// Every replica judges the write's condition where it applies it; when
+/// that fails (the key changed between the proposal and its turn in the
+/// log), the proposal is decided again against the new record, which
+/// answers the failure, or, for a TTL change whose record was rewritten,
+/// proposes it for the new record.
 async fn write_here(
     replica: &Replica,
     fragment: FragmentId,
     table: &TableName,
     key: &Arc<str>,
     mutation: Mutation,
+    condition: &Condition,
     durability: Durability,
 ) -> Result<WriteOutcome, WriteFailure> {
     let is_delete = matches!(mutation, Mutation::Delete);
     for _ in 0..SUPERSEDED_RETRIES {
-        let Some(write) = replica
-            .state
-            .propose_write(table, key, mutation.clone(), now_ms())?
-        else {
-            return Ok(WriteOutcome::NotFound);
-        };
+        let write =
+            match replica
+                .state
+                .propose_write(table, key, mutation.clone(), condition, now_ms())?
+            {
+                Proposal::Write(write) => write,
+                Proposal::Done(outcome) => return Ok(outcome),
+            };
         let version = write.record.version.clone();
         let command = Bytes::from(Command::Write(write).encode());
         let sync = durability == Durability::Sync;
@@ -651,8 +678,9 @@ async fn write_here(
         match Applied::decode(&reply).map_err(|e| stopped(fragment, e))? {
             Applied::Written { .. } => return Ok(WriteOutcome::Applied { version, seq: 0 }),
             Applied::Skipped if is_delete => return Ok(WriteOutcome::NotFound),
-            // A newer record of an earlier leader applied first; this
-            // node's clock has now passed it: try again.
+            // A newer record of an earlier leader applied first (this
+            // node's clock has now passed it), or the key changed before
+            // the condition was judged: decide again.
             _ => continue,
         }
     }

@@ -11,7 +11,8 @@ use futures::future::BoxFuture;
 use super::error::{Failure, HandlerFailed, HostFailed, InvalidAction, InvalidAnswer};
 use crate::clock::now_ms;
 use crate::names::{TableName, validate_key};
-use crate::record::MAX_EXPIRES_AT_MS;
+use crate::record::{MAX_EXPIRES_AT_MS, Version};
+use crate::write::Condition;
 
 /// One validated action of a handler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,20 +25,37 @@ pub(crate) enum Action {
         value: Bytes,
         /// Time to live in ms; 0 for none.
         ttl_ms: u64,
+        /// When the put applies.
+        condition: Condition,
     },
     /// Delete `key`.
     Delete {
         /// The key (valid).
         key: String,
+        /// When the delete applies.
+        condition: Condition,
     },
 }
 
 impl Action {
     fn key(&self) -> &str {
         match self {
-            Action::Put { key, .. } | Action::Delete { key } => key,
+            Action::Put { key, .. } | Action::Delete { key, .. } => key,
         }
     }
+}
+
+/// An action skipped because its condition did not hold: reported, not a
+/// failure of the handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Skipped {
+    /// The action's table.
+    pub table: TableName,
+    /// The action's key.
+    pub key: String,
+    /// The key's visible version when the action was judged (`None`: no
+    /// visible record).
+    pub current: Option<Version>,
 }
 
 /// Why the node did not write a set of actions.
@@ -57,12 +75,14 @@ pub(crate) enum ActionError {
 /// `wal` durability.
 pub(crate) trait ActionWriter: Send + Sync + 'static {
     /// Apply `actions` to `table`, each independently, and return once all
-    /// are durable (`wal`) or one failed. No key repeats among them.
+    /// are durable (`wal`) or one failed. No key repeats among them. `Ok`
+    /// lists the actions whose condition did not hold (nothing written for
+    /// them).
     fn write(
         &self,
         table: TableName,
         actions: Vec<Action>,
-    ) -> BoxFuture<'static, Result<(), ActionError>>;
+    ) -> BoxFuture<'static, Result<Vec<Skipped>, ActionError>>;
 }
 
 /// A handler's answer, validated.
@@ -130,6 +150,7 @@ fn to_action(
                     limit: max_value_bytes,
                 });
             }
+            let condition = condition(&put.if_version, put.if_absent)?;
             if put.ttl_ms > 0 {
                 let deadline = now_ms().saturating_add(put.ttl_ms);
                 if deadline > MAX_EXPIRES_AT_MS {
@@ -145,15 +166,34 @@ fn to_action(
                     key: put.key,
                     value: put.value,
                     ttl_ms: put.ttl_ms,
+                    condition,
                 },
             ))
         }
         Some(abi::action::Action::Delete(delete)) => {
             let table = TableName::new(&delete.table)?;
             validate_key(&delete.key)?;
-            Ok((table, Action::Delete { key: delete.key }))
+            let condition = condition(&delete.if_version, false)?;
+            Ok((
+                table,
+                Action::Delete {
+                    key: delete.key,
+                    condition,
+                },
+            ))
         }
         None => Err(InvalidAction::Empty),
+    }
+}
+
+/// An action's condition from its `if_version` (empty: none) and
+/// `if_absent` fields.
+fn condition(if_version: &str, if_absent: bool) -> Result<Condition, InvalidAction> {
+    match (if_version, if_absent) {
+        ("", false) => Ok(Condition::Always),
+        ("", true) => Ok(Condition::Absent),
+        (_, true) => Err(InvalidAction::TwoConditions),
+        (text, false) => Ok(Condition::Version(text.parse()?)),
     }
 }
 
@@ -183,11 +223,13 @@ fn rounds(actions: Vec<(TableName, Action)>) -> Vec<BTreeMap<TableName, Vec<Acti
 
 /// Apply actions through `writer` with `wal` durability, in order: rounds
 /// in which no key repeats, one after the other, each round's tables at
-/// once.
+/// once. `Ok` lists the actions skipped because their condition did not
+/// hold.
 pub(crate) async fn apply(
     writer: &dyn ActionWriter,
     actions: Vec<(TableName, Action)>,
-) -> Result<(), Failure> {
+) -> Result<Vec<Skipped>, Failure> {
+    let mut skipped = Vec::new();
     for round in rounds(actions) {
         let writes = round.into_iter().map(|(table, actions)| {
             let name = table.to_string();
@@ -206,10 +248,10 @@ pub(crate) async fn apply(
             }
         });
         for result in futures::future::join_all(writes).await {
-            result?;
+            skipped.extend(result?);
         }
     }
-    Ok(())
+    Ok(skipped)
 }
 
 #[cfg(test)]
@@ -223,6 +265,7 @@ mod tests {
                 key: key.into(),
                 value: Bytes::from(value.to_string()),
                 ttl_ms: 0,
+                condition: Condition::Always,
             },
         )
     }
@@ -245,7 +288,7 @@ mod tests {
                     Action::Put { key, value, .. } => {
                         format!("{key}={}", String::from_utf8_lossy(value))
                     }
-                    Action::Delete { key } => format!("-{key}"),
+                    Action::Delete { key, .. } => format!("-{key}"),
                 })
                 .collect()
         };
@@ -266,6 +309,7 @@ mod tests {
                         key: "k".into(),
                         value: Bytes::new(),
                         ttl_ms: u64::MAX,
+                        ..abi::Put::default()
                     })),
                 }],
                 failed: vec![],
@@ -314,12 +358,12 @@ mod tests {
                         prop_assert!(actions.len() <= count * MAX_ACTIONS);
                         for (_, action) in &actions {
                             match action {
-                                Action::Put { key, value, ttl_ms } => {
+                                Action::Put { key, value, ttl_ms, .. } => {
                                     prop_assert!(validate_key(key).is_ok());
                                     prop_assert!(value.len() <= MAX_VALUE);
                                     prop_assert!(now_ms().saturating_add(*ttl_ms) <= MAX_EXPIRES_AT_MS);
                                 }
-                                Action::Delete { key } => prop_assert!(validate_key(key).is_ok()),
+                                Action::Delete { key, .. } => prop_assert!(validate_key(key).is_ok()),
                             }
                         }
                     }

@@ -15,6 +15,8 @@ pub(crate) const MAX_MAX_BATCH: u32 = 4096;
 pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 10;
 /// Largest `max_attempts` accepted.
 pub(crate) const MAX_MAX_ATTEMPTS: u32 = 1000;
+/// Largest binding `config`, as compact JSON text.
+pub const MAX_CONFIG_BYTES: usize = 64 * 1024;
 
 const KEY_PREFIX: &str = "expiry-binding/";
 
@@ -31,6 +33,10 @@ pub struct Binding {
     pub max_attempts: u32,
     /// When the binding was made (Unix ms).
     pub created_ms: u64,
+    /// Settings handed to every call of the handler: compact JSON text of
+    /// at most [`MAX_CONFIG_BYTES`]; `None` when the binding has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
 }
 
 /// A binding as requested (`PUT /v1/tables/{t}/expiry-handler`).
@@ -45,6 +51,9 @@ pub struct BindRequest {
     pub max_batch: Option<u32>,
     /// Deliveries before dead letters (default 10, at most 1000).
     pub max_attempts: Option<u32>,
+    /// Settings for the handler (any JSON; `null` is none), at most
+    /// [`MAX_CONFIG_BYTES`] as compact JSON.
+    pub config: Option<serde_json::Value>,
 }
 
 impl BindRequest {
@@ -68,12 +77,26 @@ impl BindRequest {
                 "plugin and function are required".into(),
             ));
         }
+        let config = match self.config {
+            None | Some(serde_json::Value::Null) => None,
+            Some(config) => {
+                let text = config.to_string();
+                if text.len() > MAX_CONFIG_BYTES {
+                    return Err(ExpiryError::Invalid(format!(
+                        "config is {} bytes as compact JSON; the limit is {MAX_CONFIG_BYTES}: keep large settings in a table and name it in config",
+                        text.len()
+                    )));
+                }
+                Some(text)
+            }
+        };
         Ok(Binding {
             plugin: self.plugin.to_ascii_lowercase(),
             function: self.function,
             max_batch,
             max_attempts,
             created_ms: now_ms,
+            config,
         })
     }
 }
@@ -164,5 +187,48 @@ mod tests {
         assert_eq!(load(&store).unwrap(), vec![(table.clone(), binding)]);
         remove(&store, &table).unwrap();
         assert!(load(&store).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_config_is_kept_as_compact_json_within_its_limit() {
+        let request = |config| BindRequest {
+            plugin: "archive".into(),
+            function: "copy".into(),
+            config: Some(config),
+            ..BindRequest::default()
+        };
+        let binding = request(serde_json::json!({"table": "old_sessions"}))
+            .resolve(5)
+            .unwrap();
+        assert_eq!(
+            binding.config.as_deref(),
+            Some(r#"{"table":"old_sessions"}"#)
+        );
+        let none = request(serde_json::Value::Null).resolve(5).unwrap();
+        assert_eq!(none.config, None);
+        let big = serde_json::Value::String("x".repeat(MAX_CONFIG_BYTES));
+        let error = request(big).resolve(5).unwrap_err().to_string();
+        assert!(
+            error.contains("config") && error.contains("65536"),
+            "{error}"
+        );
+
+        // A binding stored before configs existed still loads.
+        let store = MemoryStore::new();
+        let old = br#"{"plugin":"archive","function":"copy","max_batch":256,"max_attempts":10,"created_ms":5}"#;
+        store
+            .write_entries(
+                &[FamilyWrite::Put(
+                    Family::Meta,
+                    b"expiry-binding/s".to_vec(),
+                    old.to_vec(),
+                )],
+                true,
+            )
+            .unwrap();
+        assert_eq!(load(&store).unwrap()[0].1.config, None);
+        let table = TableName::new("s").unwrap();
+        save(&store, &table, &binding).unwrap();
+        assert_eq!(load(&store).unwrap(), vec![(table, binding)]);
     }
 }

@@ -10,7 +10,7 @@ use ebb_proto::plugin::v1 as abi;
 use futures::future::BoxFuture;
 
 use super::ExpiryConfig;
-use super::actions::{ActionWriter, apply, handler_outcome};
+use super::actions::{ActionWriter, Skipped, apply, handler_outcome};
 use super::binding::Binding;
 use super::command::{Command, Finished};
 use super::error::{Failure, HandlerFailed, HostFailed};
@@ -18,7 +18,7 @@ use super::outbox::Outbox;
 use super::queue::Slot;
 use super::settle::{Delivered, Settler, retry_after_host_failure, settle};
 use crate::names::TableName;
-use crate::plugin::{CallCause, PluginRegistry};
+use crate::plugin::{CallCause, PluginRegistry, RecordReader};
 use crate::store::FragmentId;
 
 /// How a batch reaches its handler.
@@ -39,6 +39,8 @@ pub(crate) struct PluginHandlers {
     pub plugins: Arc<PluginRegistry>,
     /// Deadline of one call.
     pub deadline: Duration,
+    /// Where the handlers' `ebb.get` reads.
+    pub reader: Arc<dyn RecordReader>,
 }
 
 impl Handlers for PluginHandlers {
@@ -51,6 +53,7 @@ impl Handlers for PluginHandlers {
         let runtime = self.plugins.runtime().clone();
         let binding = binding.clone();
         let deadline = self.deadline;
+        let reader = self.reader.clone();
         Box::pin(async move {
             let plugin = plugin.ok_or_else(|| HandlerFailed::NotInstalled {
                 plugin: binding.plugin.clone(),
@@ -63,10 +66,13 @@ impl Handlers for PluginHandlers {
                 }
                 .into());
             }
-            let call = abi::call_request::Call::Expiry(abi::ExpiryBatch { events });
+            let call = abi::call_request::Call::Expiry(abi::ExpiryBatch {
+                events,
+                config: binding.config.clone().unwrap_or_default(),
+            });
             let function = binding.function;
             runtime
-                .run_expiry(move || plugin.call(&function, call, deadline))
+                .run_expiry(move || plugin.call_handler(&function, call, deadline, reader))
                 .await
                 .map_err(HostFailed::Work)?
                 .map_err(|error| match error.cause {
@@ -112,7 +118,7 @@ pub(crate) async fn deliver(
         whole_failure: false,
         batch_len: events,
     };
-    match call_and_apply(&ctx, &binding, &slots).await {
+    match call_and_apply(&ctx, &table, &binding, &slots).await {
         Ok(retry) => {
             for (index, slot) in slots.into_iter().enumerate() {
                 if retry.contains(&(index as u32)) {
@@ -164,10 +170,12 @@ pub(crate) async fn deliver(
     }));
 }
 
-/// Call the handler and apply the actions it returned. `Ok` holds the
-/// indexes of events the handler asked to retry.
+/// Call `bound`'s handler and apply the actions it returned, counting and
+/// logging the ones skipped because their condition did not hold. `Ok`
+/// holds the indexes of events the handler asked to retry.
 async fn call_and_apply(
     ctx: &Context,
+    bound: &TableName,
     binding: &Binding,
     slots: &[Slot],
 ) -> Result<Vec<u32>, Failure> {
@@ -190,6 +198,21 @@ async fn call_and_apply(
         ctx.max_value_bytes,
     )
     .map_err(HandlerFailed::from)?;
-    apply(&*ctx.actions, outcome.actions).await?;
+    let skipped = apply(&*ctx.actions, outcome.actions).await?;
+    if !skipped.is_empty() {
+        ctx.outbox
+            .stats(bound)
+            .skipped_actions
+            .fetch_add(skipped.len() as u64, Ordering::Relaxed);
+        for Skipped {
+            table,
+            key,
+            current,
+        } in skipped
+        {
+            let current = current.map_or_else(|| "none".to_string(), |v| v.to_string());
+            tracing::debug!(handler, %table, key, current, "handler action skipped: its condition did not hold");
+        }
+    }
     Ok(outcome.failed)
 }

@@ -6,6 +6,7 @@ use crate::cluster::ClusterError;
 use crate::names::NameError;
 use crate::plugin::PluginCallError;
 use crate::plugin::threads::WorkFailed;
+use crate::record::InvalidVersion;
 use crate::store::StoreError;
 
 /// An expiry-handler operation failed.
@@ -207,4 +208,10 @@ pub(crate) enum InvalidAction {
     /// Neither a put nor a delete.
     #[error("empty action")]
     Empty,
+    /// `if_version` is not a version's text form.
+    #[error(transparent)]
+    Version(#[from] InvalidVersion),
+    /// A put with both `if_version` and `if_absent`.
+    #[error("a put takes if_version or if_absent, not both")]
+    TwoConditions,
 }

@@ -38,6 +38,8 @@ pub struct TableStats {
     pub failed_events: AtomicU64,
     /// Events now in dead letters.
     pub dead_letters: AtomicU64,
+    /// Handler actions skipped because their condition did not hold.
+    pub skipped_actions: AtomicU64,
     /// Deadline to successful handling.
     pub lag: Histogram,
     /// Largest lag seen, in ms.
@@ -55,6 +57,7 @@ impl Default for TableStats {
             failed_calls: AtomicU64::new(0),
             failed_events: AtomicU64::new(0),
             dead_letters: AtomicU64::new(0),
+            skipped_actions: AtomicU64::new(0),
             lag: Histogram::with_bounds(&LAG_BUCKETS),
             max_lag_ms: AtomicU64::new(0),
             last_error: Mutex::new(None),

@@ -10,7 +10,7 @@ use ebb_proto::plugin::v1 as abi;
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
-use super::actions::{Action, ActionError, ActionWriter};
+use super::actions::{Action, ActionError, ActionWriter, Skipped};
 use super::binding::Binding;
 use super::deliver::{Context, Handlers};
 use super::error::{Failure, HandlerFailed, HostFailed};
@@ -80,6 +80,7 @@ impl Handlers for Scripted {
                                 key: e.key.clone(),
                                 value: e.value.clone(),
                                 ttl_ms: 0,
+                                ..abi::Put::default()
                             })),
                         })
                         .collect();
@@ -107,13 +108,13 @@ impl ActionWriter for Writes {
         &self,
         table: TableName,
         actions: Vec<Action>,
-    ) -> BoxFuture<'static, Result<(), ActionError>> {
+    ) -> BoxFuture<'static, Result<Vec<Skipped>, ActionError>> {
         let result = match self.refusals.lock().pop_front() {
             Some(refusal) => Err(refusal),
             None => {
                 let mut written = self.written.lock();
                 written.extend(actions.into_iter().map(|a| (table.clone(), a)));
-                Ok(())
+                Ok(Vec::new())
             }
         };
         Box::pin(async move { result })
@@ -142,6 +143,7 @@ fn start(events: u64, max_attempts: u32, steps: Vec<Step>, refusals: Vec<ActionE
             max_batch: 256,
             max_attempts,
             created_ms: 0,
+            config: None,
         }),
     );
     let record = |i: u64| {
@@ -280,7 +282,7 @@ async fn host_failures_never_use_up_an_events_attempts() {
         .iter()
         .map(|(table, action)| match action {
             Action::Put { key, .. } => format!("{table}/{key}"),
-            Action::Delete { key } => format!("-{table}/{key}"),
+            Action::Delete { key, .. } => format!("-{table}/{key}"),
         })
         .collect();
     let mut written = written;

@@ -25,6 +25,7 @@ use super::state::{FragmentState, Mutation, WriteOutcome};
 use crate::names::{TableName, validate_key};
 use crate::record::{Record, RecordKind, Version, own_writer};
 use crate::store::PendingEvent;
+use crate::write::Condition;
 
 /// Most tombstones a purge removes per hold of a partition's lock.
 const PURGE_LOCK_RECORDS: usize = 64;
@@ -52,8 +53,21 @@ pub(crate) struct WriteCommand {
     pub(crate) key: Arc<str>,
     /// The record, versioned by the proposer.
     pub(crate) record: Record,
-    /// When the proposer judged the write (a delete's visibility check).
+    /// When the proposer judged the write (a delete's visibility check,
+    /// the condition's).
     pub(crate) at_ms: u64,
+    /// What the key's visible record at `at_ms` must be for the write to
+    /// apply; judged again where the command is applied.
+    pub(crate) condition: Condition,
+}
+
+/// What a proposer decided for a client mutation.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Proposal {
+    /// Propose and apply this command.
+    Write(WriteCommand),
+    /// Nothing to propose: the mutation's outcome is already known.
+    Done(WriteOutcome),
 }
 
 /// A record the proposer found due.
@@ -112,6 +126,9 @@ pub(crate) enum Applied {
     /// The write did not apply: a newer record holds the key, or a delete
     /// found nothing visible.
     Skipped,
+    /// The write's condition did not hold where it was applied; nothing
+    /// changed.
+    ConditionFailed,
     /// Records converted and the value bytes that released.
     Expired {
         /// Records turned into expiry tombstones.
@@ -143,31 +160,30 @@ impl CorruptCommand {
 }
 
 impl FragmentState {
-    /// Propose and apply a client mutation: version it from the node clock
-    /// and apply it as a [`WriteCommand`] (last-writer-wins merge, enqueued
-    /// for the store), all under the partition lock so versions, the index
-    /// and the buffer agree on order. A full backlog refuses the write
-    /// before anything changes.
+    /// Propose and apply a client mutation: judge its condition, version
+    /// it from the node clock and apply it as a [`WriteCommand`]
+    /// (last-writer-wins merge, enqueued for the store), all under the
+    /// partition lock so versions, the index and the buffer agree on order
+    /// and nothing changes the key between the check and the write. A full
+    /// backlog refuses the write before anything changes.
     pub(crate) fn write(
         &self,
         table: &TableName,
         key: &Arc<str>,
         mutation: Mutation,
+        condition: &Condition,
         now_ms: u64,
     ) -> Result<WriteOutcome, BacklogFull> {
-        let partition = match &mutation {
-            Mutation::Put { .. } => self.partition_or_create(table),
-            Mutation::Delete => match self.partition(table) {
-                Some(partition) => partition,
-                None => return Ok(WriteOutcome::NotFound),
-            },
+        let Some(partition) = self.partition_for(table, &mutation) else {
+            return Ok(absent_outcome(&mutation, condition));
         };
         let mut partition = partition.write();
-        let Some(write) = self.decide_write(&partition, table, key, mutation, now_ms)? else {
-            return Ok(WriteOutcome::NotFound);
+        let write = match self.decide_write(&partition, table, key, mutation, condition, now_ms)? {
+            Proposal::Write(write) => write,
+            Proposal::Done(outcome) => return Ok(outcome),
         };
         let version = write.record.version.clone();
-        match self.apply_write_locked(&mut partition, table, key, &write.record) {
+        match self.apply_write_locked(&mut partition, &write.table, &write.key, &write.record) {
             Applied::Written { seq } => Ok(WriteOutcome::Applied { version, seq }),
             other => {
                 unreachable!("a fresh clock version over a visible key always wins: {other:?}")
@@ -177,57 +193,92 @@ impl FragmentState {
 
     /// The proposer's half of a client mutation on a replicated fragment:
     /// the [`WriteCommand`] to propose (versioned from the node clock), or
-    /// `None` for a delete that finds nothing visible now. Nothing changes
-    /// until the command is applied, which judges the delete again.
+    /// the outcome when there is nothing to propose (a delete or TTL change
+    /// that finds nothing visible, a condition that does not hold). Nothing
+    /// changes until the command is applied, which judges it again.
     pub(crate) fn propose_write(
         &self,
         table: &TableName,
         key: &Arc<str>,
         mutation: Mutation,
+        condition: &Condition,
         now_ms: u64,
-    ) -> Result<Option<WriteCommand>, BacklogFull> {
-        let partition = match &mutation {
-            Mutation::Put { .. } => self.partition_or_create(table),
-            Mutation::Delete => match self.partition(table) {
-                Some(partition) => partition,
-                None => return Ok(None),
-            },
+    ) -> Result<Proposal, BacklogFull> {
+        let Some(partition) = self.partition_for(table, &mutation) else {
+            return Ok(Proposal::Done(absent_outcome(&mutation, condition)));
         };
         let partition = partition.read();
-        self.decide_write(&partition, table, key, mutation, now_ms)
+        self.decide_write(&partition, table, key, mutation, condition, now_ms)
+    }
+
+    /// The partition a mutation of `table` works on: created for a put;
+    /// `None` when a mutation that needs a record finds no partition.
+    fn partition_for(
+        &self,
+        table: &TableName,
+        mutation: &Mutation,
+    ) -> Option<Arc<parking_lot::RwLock<Partition>>> {
+        if mutation.needs_record() {
+            self.partition(table)
+        } else {
+            Some(self.partition_or_create(table))
+        }
     }
 
     /// Decide `mutation` of `key` against `partition` (locked by the
-    /// caller): the delete check, room in the buffer, a fresh version.
+    /// caller): the condition, the record a delete or TTL change needs,
+    /// room in the buffer, a fresh version. A TTL change's command carries
+    /// the version it rewrites as its condition, so that applying it never
+    /// puts the value back over a newer write.
     fn decide_write(
         &self,
         partition: &Partition,
         table: &TableName,
         key: &Arc<str>,
         mutation: Mutation,
+        condition: &Condition,
         now_ms: u64,
-    ) -> Result<Option<WriteCommand>, BacklogFull> {
-        if matches!(mutation, Mutation::Delete) && !is_visible(partition, key, now_ms) {
-            return Ok(None);
+    ) -> Result<Proposal, BacklogFull> {
+        let current = partition.get(key).filter(|e| e.is_visible_at(now_ms));
+        let current_version = current.map(|entry| entry.version());
+        if !holds(condition, current_version.as_ref()) {
+            return Ok(Proposal::Done(WriteOutcome::ConditionFailed {
+                current: current_version,
+            }));
+        }
+        if mutation.needs_record() && current.is_none() {
+            return Ok(Proposal::Done(WriteOutcome::NotFound));
         }
         let weight = match &mutation {
             Mutation::Put { value, .. } => value.len() + key.len() + 64,
             Mutation::Delete => key.len() + 64,
+            Mutation::Retime { .. } => current.map_or(0, |e| e.value().len()) + key.len() + 64,
         };
         self.persistence().check_room(weight)?;
         let version = self.clock().tick();
-        let record = match mutation {
+        let (record, condition) = match mutation {
             Mutation::Put {
                 value,
                 expires_at_ms,
-            } => Record::live(version, value, expires_at_ms),
-            Mutation::Delete => Record::tombstone(version),
+            } => (
+                Record::live(version, value, expires_at_ms),
+                condition.clone(),
+            ),
+            Mutation::Delete => (Record::tombstone(version), condition.clone()),
+            Mutation::Retime { expires_at_ms } => {
+                let current = current.expect("checked above").record();
+                (
+                    Record::live(version, current.value, expires_at_ms),
+                    Condition::Version(current.version),
+                )
+            }
         };
-        Ok(Some(WriteCommand {
+        Ok(Proposal::Write(WriteCommand {
             table: table.clone(),
             key: key.clone(),
             record,
             at_ms: now_ms,
+            condition,
         }))
     }
 
@@ -250,10 +301,23 @@ impl FragmentState {
         } else {
             match self.partition(&write.table) {
                 Some(partition) => partition,
+                // Nothing visible: a condition on a version fails.
+                None if matches!(write.condition, Condition::Version(_)) => {
+                    return Applied::ConditionFailed;
+                }
                 None => return Applied::Skipped,
             }
         };
         let mut partition = partition.write();
+        if write.condition != Condition::Always {
+            let current = partition
+                .get(&write.key)
+                .filter(|e| e.is_visible_at(write.at_ms))
+                .map(|e| e.version());
+            if !holds(&write.condition, current.as_ref()) {
+                return Applied::ConditionFailed;
+            }
+        }
         if deletes_nothing(&partition, &write.key, &write.record, write.at_ms) {
             return Applied::Skipped;
         }
@@ -364,6 +428,27 @@ impl FragmentState {
     }
 }
 
+/// What a mutation that needs a record gets from a table with no
+/// partition: nothing is visible, so a condition on a version fails and
+/// anything else finds nothing.
+fn absent_outcome(mutation: &Mutation, condition: &Condition) -> WriteOutcome {
+    debug_assert!(mutation.needs_record());
+    match condition {
+        Condition::Version(_) => WriteOutcome::ConditionFailed { current: None },
+        Condition::Always | Condition::Absent => WriteOutcome::NotFound,
+    }
+}
+
+/// Whether `condition` holds for a key whose visible record has version
+/// `current` (`None`: nothing visible).
+fn holds(condition: &Condition, current: Option<&Version>) -> bool {
+    match condition {
+        Condition::Always => true,
+        Condition::Version(version) => current == Some(version),
+        Condition::Absent => current.is_none(),
+    }
+}
+
 /// Whether `key` holds a record visible at `at_ms`.
 fn is_visible(partition: &Partition, key: &str, at_ms: u64) -> bool {
     partition.get(key).is_some_and(|e| e.is_visible_at(at_ms))
@@ -384,6 +469,7 @@ impl Command {
                 key: write.key.to_string(),
                 record: write.record.encode().into(),
                 at_ms: write.at_ms,
+                condition: condition_message(&write.condition),
             }),
             Command::Expire(expire) => pb::command::Command::Expire(pb::Expire {
                 at_ms: expire.at_ms,
@@ -429,6 +515,7 @@ impl Command {
                 record: Record::decode(&write.record, own_writer)
                     .map_err(|e| CorruptCommand(e.to_string()))?,
                 at_ms: write.at_ms,
+                condition: condition_of(write.condition),
             })),
             Some(pb::command::Command::Expire(expire)) => Ok(Command::Expire(ExpireCommand {
                 at_ms: expire.at_ms,
@@ -474,6 +561,28 @@ pub(crate) fn version_message(version: &Version) -> pb::Version {
         hlc_ms: version.hlc_ms,
         counter: version.counter,
         writer: version.writer.to_string(),
+    }
+}
+
+/// The `ebb.fragment.v1.Condition` of `condition` (`None` for `Always`;
+/// commands and forwarded writes share it).
+pub(crate) fn condition_message(condition: &Condition) -> Option<pb::Condition> {
+    let condition = match condition {
+        Condition::Always => return None,
+        Condition::Version(version) => pb::condition::Condition::Version(version_message(version)),
+        Condition::Absent => pb::condition::Condition::Absent(true),
+    };
+    Some(pb::Condition {
+        condition: Some(condition),
+    })
+}
+
+/// The condition an `ebb.fragment.v1.Condition` holds (absent: `Always`).
+pub(crate) fn condition_of(message: Option<pb::Condition>) -> Condition {
+    match message.and_then(|m| m.condition) {
+        None | Some(pb::condition::Condition::Absent(false)) => Condition::Always,
+        Some(pb::condition::Condition::Version(version)) => Condition::Version(version_of(version)),
+        Some(pb::condition::Condition::Absent(true)) => Condition::Absent,
     }
 }
 

@@ -146,6 +146,7 @@ mod tests {
                     value: Bytes::from_static(b"value"),
                     expires_at_ms: deadline,
                 },
+                &crate::write::Condition::Always,
                 0,
             )
             .unwrap();

@@ -16,6 +16,7 @@ use super::state::{FragmentState, Mutation, WriteOutcome};
 use super::supervisor::{Child, FragmentSupervisor, SupervisorMsg};
 use super::worker::{Operation, Write};
 use crate::names::TableName;
+use crate::write::Condition;
 
 /// How long [`Fragment::submit_write`] waits for a restarting dispatcher.
 const DISPATCHER_RESTART_WAIT: Duration = Duration::from_secs(2);
@@ -61,6 +62,7 @@ impl Fragment {
         table: TableName,
         key: Arc<str>,
         mutation: Mutation,
+        condition: Condition,
         route: u64,
     ) -> Result<oneshot::Receiver<Result<WriteOutcome, BacklogFull>>, SubmitError> {
         let permit = self.shared.admission.admit(Priority::High)?;
@@ -70,6 +72,7 @@ impl Fragment {
                 table,
                 key,
                 mutation,
+                condition,
                 reply,
             },
             route,

@@ -27,6 +27,7 @@ impl Applied {
         let (kind, count, bytes) = match *self {
             Applied::Written { .. } => (pb::outcome::Kind::Written, 0, 0),
             Applied::Skipped => (pb::outcome::Kind::Skipped, 0, 0),
+            Applied::ConditionFailed => (pb::outcome::Kind::ConditionFailed, 0, 0),
             Applied::Expired { converted, bytes } => {
                 (pb::outcome::Kind::Expired, converted as u64, bytes as u64)
             }
@@ -51,6 +52,7 @@ impl Applied {
         Ok(match kind {
             pb::outcome::Kind::Written => Applied::Written { seq: 0 },
             pb::outcome::Kind::Skipped => Applied::Skipped,
+            pb::outcome::Kind::ConditionFailed => Applied::ConditionFailed,
             pb::outcome::Kind::Expired => Applied::Expired {
                 converted: outcome.count as usize,
                 bytes: outcome.bytes as usize,
@@ -298,6 +300,7 @@ mod tests {
             key: Arc::from(key),
             record,
             at_ms: 10,
+            condition: crate::write::Condition::Always,
         })
         .encode()
     }
@@ -400,6 +403,7 @@ mod tests {
                 key: Arc::from(format!("k{key:03}")),
                 record: Record::live(clock.tick_at(now), Bytes::from(format!("v{key}")), ttl),
                 at_ms: now,
+                condition: crate::write::Condition::Always,
             })
         };
         for key in 0..30 {

@@ -179,6 +179,7 @@ mod tests {
                 key: Arc::from(key),
                 record: Record::live(clock.tick_at(10), Bytes::from("v"), Some(1_000)),
                 at_ms: 10,
+                condition: crate::write::Condition::Always,
             });
             state.apply(&write.encode()).unwrap();
         }

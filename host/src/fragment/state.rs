@@ -28,6 +28,19 @@ pub(crate) enum Mutation {
     },
     /// Delete the key if it is visible.
     Delete,
+    /// Give the visible record a new deadline (`None`: no TTL), keeping
+    /// its value: a new version of the same value.
+    Retime {
+        /// The new deadline.
+        expires_at_ms: Option<u64>,
+    },
+}
+
+impl Mutation {
+    /// Whether the mutation needs a visible record to act on.
+    pub(crate) fn needs_record(&self) -> bool {
+        !matches!(self, Mutation::Put { .. })
+    }
 }
 
 /// What a write did.
@@ -41,8 +54,14 @@ pub(crate) enum WriteOutcome {
         /// Buffer sequence number.
         seq: u64,
     },
-    /// A delete found no visible record; nothing was written.
+    /// A delete or a TTL change found no visible record; nothing was written.
     NotFound,
+    /// The write's condition did not hold; nothing was written. `current`
+    /// is the version of the key's visible record, if any.
+    ConditionFailed {
+        /// The visible record's version when the condition was judged.
+        current: Option<Version>,
+    },
 }
 
 /// Wakes the cleaner when a deadline earlier than its planned wake-up appears.

@@ -10,6 +10,7 @@ use super::pool::Permit;
 use super::state::{FragmentState, Mutation, WriteOutcome};
 use crate::clock::now_ms;
 use crate::names::TableName;
+use crate::write::Condition;
 
 /// A mutation of one key, with where to send its outcome.
 pub(crate) struct Write {
@@ -19,6 +20,8 @@ pub(crate) struct Write {
     pub(crate) key: Arc<str>,
     /// The mutation.
     pub(crate) mutation: Mutation,
+    /// What the key's record must be for the mutation to apply.
+    pub(crate) condition: Condition,
     /// Receives the outcome. Dropped unanswered only if the worker dies.
     pub(crate) reply: oneshot::Sender<Result<WriteOutcome, BacklogFull>>,
 }
@@ -68,9 +71,10 @@ impl Actor for Worker {
             table,
             key,
             mutation,
+            condition,
             reply,
         } = operation.write;
-        let _ = reply.send(state.write(&table, &key, mutation, now_ms()));
+        let _ = reply.send(state.write(&table, &key, mutation, &condition, now_ms()));
         drop(operation.permit);
         Ok(())
     }

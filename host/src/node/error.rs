@@ -8,6 +8,7 @@ use crate::fragment::{BacklogFull, FragmentShutdownError, Shed, SubmitError};
 use crate::names::NameError;
 use crate::native::InvalidFunctionName;
 use crate::plugin::PluginError;
+use crate::record::Version;
 use crate::store::{MetaError, StoreError};
 use crate::write::InvalidTtl;
 
@@ -31,6 +32,13 @@ pub enum Error {
     /// The TTL or deadline is not usable.
     #[error(transparent)]
     InvalidTtl(#[from] InvalidTtl),
+    /// A conditional write's condition did not hold; nothing was written.
+    #[error("{}", precondition_message(current.as_ref()))]
+    PreconditionFailed {
+        /// The version of the key's visible record, `None` when it has none
+        /// (absent, deleted or expired).
+        current: Option<Version>,
+    },
     /// The fragment's pool is full; the operation was shed. Retry shortly.
     #[error(transparent)]
     Overloaded(#[from] Shed),
@@ -76,6 +84,16 @@ pub enum Error {
     /// or a refusal by the leader).
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+}
+
+fn precondition_message(current: Option<&Version>) -> String {
+    match current {
+        Some(version) => format!(
+            "precondition failed: the key's current version is {version}; read it again and retry with that version"
+        ),
+        None => "precondition failed: the key has no visible record (absent, deleted or expired)"
+            .to_string(),
+    }
 }
 
 impl From<WriteFailure> for Error {

@@ -19,7 +19,7 @@ use super::expiry_cluster::{
 use super::{Node, NodeInner};
 use crate::clock::now_ms;
 use crate::cluster::{MetaCommand, MetaOutcome, OutboxAction};
-use crate::expiry::actions::{Action, ActionError, ActionWriter};
+use crate::expiry::actions::{Action, ActionError, ActionWriter, Skipped};
 use crate::expiry::command::{Command, QueueStatus};
 use crate::expiry::deliver::{Context, PluginHandlers};
 use crate::expiry::entries::{self, DeadLetterPage};
@@ -29,9 +29,10 @@ use crate::expiry::settle::{Settler, StoreSettler};
 use crate::expiry::{BindRequest, Binding, ExpiryError, binding, scheduler};
 use crate::fragment::flush::ExpiryOutbox;
 use crate::names::TableName;
-use crate::plugin::{Installed, PluginError};
+use crate::plugin::{Installed, PluginError, RecordReader};
 use crate::store::{KvStore, PendingEvent, StoreError};
-use crate::write::{BatchOp, Durability, Expiry};
+use crate::write::{BatchItem, BatchOp, Durability, Expiry};
+use ebb_proto::plugin::v1 as abi;
 
 /// How long shutdown waits for handler calls in flight.
 const DISPATCHER_STOP_WAIT: Duration = Duration::from_secs(30);
@@ -61,6 +62,9 @@ pub struct ExpiryStatus {
     pub failed_events: u64,
     /// Events in dead letters now.
     pub dead_letters: u64,
+    /// Handler actions skipped since boot because their condition did not
+    /// hold (not failures).
+    pub skipped_actions: u64,
     /// Lag percentiles in ms (bucket upper bounds), since boot.
     pub lag_p50_ms: Option<f64>,
     /// 99th percentile lag in ms.
@@ -111,6 +115,10 @@ impl Node {
             handlers: Arc::new(PluginHandlers {
                 plugins: self.inner.plugins.clone(),
                 deadline: self.inner.config.plugins.expiry_deadline,
+                reader: Arc::new(NodeReader {
+                    node: Arc::downgrade(&self.inner),
+                    runtime: tokio::runtime::Handle::current(),
+                }),
             }),
             actions: Arc::new(NodeActions(Arc::downgrade(&self.inner))),
             config: self.inner.config.expiry,
@@ -313,6 +321,7 @@ impl Node {
             failed_calls: stats.failed_calls.load(Ordering::Relaxed),
             failed_events: stats.failed_events.load(Ordering::Relaxed),
             dead_letters,
+            skipped_actions: stats.skipped_actions.load(Ordering::Relaxed),
             lag_p50_ms: ms(stats.lag.quantile(0.5)),
             lag_p99_ms: ms(stats.lag.quantile(0.99)),
             lag_max_ms: stats.max_lag_ms.load(Ordering::Relaxed),
@@ -499,6 +508,44 @@ impl ExpiryOutbox for Outbox {
     }
 }
 
+/// The node's tables as handlers read them through `ebb.get`: a
+/// linearizable `get`, run to completion on the node's runtime from the
+/// plugin thread that makes the call (never a tokio worker). Holds the node
+/// weakly, as [`NodeActions`] does.
+struct NodeReader {
+    node: Weak<NodeInner>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl RecordReader for NodeReader {
+    fn get(
+        &self,
+        table: &str,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<Option<abi::ReadRecord>, String> {
+        let inner = self
+            .node
+            .upgrade()
+            .ok_or_else(|| "the node is shutting down".to_string())?;
+        let table = Node { inner }.table(table).map_err(|e| e.to_string())?;
+        // The timer is made inside the runtime: it needs its reactor.
+        let read = async move { tokio::time::timeout(timeout, table.get(key)).await };
+        match self.runtime.block_on(read) {
+            Err(_) => Err(format!(
+                "no answer within the {} ms left of the call's deadline",
+                timeout.as_millis()
+            )),
+            Ok(Err(error)) => Err(error.to_string()),
+            Ok(Ok(entry)) => Ok(entry.map(|entry| abi::ReadRecord {
+                value: entry.value,
+                version: entry.version.to_string(),
+                expires_at_ms: entry.expires_at_ms.unwrap_or(0),
+            })),
+        }
+    }
+}
+
 /// The node's write path as the dispatcher writes handler actions: a batch
 /// per table with `wal` durability. Holds the node weakly: the node owns
 /// the dispatcher, and a node shutting down refuses the actions (not
@@ -510,39 +557,56 @@ impl ActionWriter for NodeActions {
         &self,
         table: TableName,
         actions: Vec<Action>,
-    ) -> BoxFuture<'static, Result<(), ActionError>> {
+    ) -> BoxFuture<'static, Result<Vec<Skipped>, ActionError>> {
         let inner = self.0.upgrade();
         Box::pin(async move {
             let inner = inner
                 .ok_or_else(|| ActionError::Unavailable("the node is shutting down".into()))?;
-            let ops = actions
+            let items: Vec<BatchItem> = actions
                 .into_iter()
                 .map(|action| match action {
-                    Action::Put { key, value, ttl_ms } => BatchOp::Put {
+                    Action::Put {
+                        key,
+                        value,
+                        ttl_ms,
+                        condition,
+                    } => BatchOp::Put {
                         key,
                         value,
                         expiry: match ttl_ms {
                             0 => Expiry::Never,
                             ms => Expiry::After(Duration::from_millis(ms)),
                         },
-                    },
-                    Action::Delete { key } => BatchOp::Delete { key },
+                    }
+                    .when(condition),
+                    Action::Delete { key, condition } => BatchOp::Delete { key }.when(condition),
                 })
                 .collect();
+            let keys: Vec<String> = items.iter().map(|item| item.op.key().to_string()).collect();
             // A full node still applies handler actions: refusing them
             // would stall expiry, the way a full node frees memory.
             let handle = Node { inner }
-                .table_handle(table)
+                .table_handle(table.clone())
                 .exempt_from_memory_bound();
-            for outcome in handle.batch(ops, Durability::Wal).await {
-                outcome.map_err(|error| match error {
-                    Error::InvalidName(_) | Error::ValueTooLarge { .. } | Error::InvalidTtl(_) => {
-                        ActionError::Rejected(error.to_string())
-                    }
-                    _ => ActionError::Unavailable(error.to_string()),
-                })?;
+            let mut skipped = Vec::new();
+            let outcomes = handle.batch_items(items, Durability::Wal).await;
+            for (outcome, key) in outcomes.into_iter().zip(keys) {
+                match outcome {
+                    Ok(_) => {}
+                    Err(Error::PreconditionFailed { current }) => skipped.push(Skipped {
+                        table: table.clone(),
+                        key,
+                        current,
+                    }),
+                    Err(
+                        error @ (Error::InvalidName(_)
+                        | Error::ValueTooLarge { .. }
+                        | Error::InvalidTtl(_)),
+                    ) => return Err(ActionError::Rejected(error.to_string())),
+                    Err(error) => return Err(ActionError::Unavailable(error.to_string())),
+                }
             }
-            Ok(())
+            Ok(skipped)
         })
     }
 }

@@ -14,7 +14,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::write::{BatchOp, BatchOutcome, Durability, Entry, Expiry, PutOptions, Read};
+use crate::write::{
+    BatchItem, BatchOp, BatchOutcome, Condition, Durability, Entry, Expiry, PutOptions, Read,
+    WriteOptions,
+};
 
 /// A handle on one table of a node. Cheap to clone.
 ///
@@ -58,22 +61,25 @@ impl Table {
         value: impl Into<Bytes>,
         options: PutOptions,
     ) -> Result<Version, Error> {
+        self.put_if(key, value, options, Condition::Always).await
+    }
+
+    /// [`Table::put`] only if `condition` holds for the key's visible
+    /// record, judged atomically with the write; otherwise nothing is
+    /// written and the error is [`Error::PreconditionFailed`].
+    pub async fn put_if(
+        &self,
+        key: &str,
+        value: impl Into<Bytes>,
+        options: PutOptions,
+        condition: Condition,
+    ) -> Result<Version, Error> {
         let _admitted = self.node.inner.gate.admit().ok_or(Error::ShuttingDown)?;
         let mutation = self.put_mutation(key, value.into(), options.expiry)?;
-        if self.node.inner.cluster.is_some() {
-            return match self.replicate(key, mutation, options.durability).await? {
-                WriteOutcome::Applied { version, .. } => Ok(version),
-                WriteOutcome::NotFound => unreachable!("a put always writes"),
-            };
-        }
-        let (fragment, outcome) = self.submit(key, mutation).await?;
-        match outcome {
-            WriteOutcome::Applied { version, seq } => {
-                self.wait_durable(fragment, seq, options.durability).await?;
-                Ok(version)
-            }
-            WriteOutcome::NotFound => unreachable!("a put always writes"),
-        }
+        let written = self
+            .write_one(key, mutation, condition, options.durability)
+            .await?;
+        Ok(written.expect("a put writes unless its condition fails"))
     }
 
     /// The visible record at `key`: `None` when absent, deleted or expired
@@ -138,50 +144,74 @@ impl Table {
         key: &str,
         durability: Durability,
     ) -> Result<Option<Version>, Error> {
+        self.delete_with(key, WriteOptions::default().durability(durability))
+            .await
+    }
+
+    /// [`Table::delete`] with a condition: when it does not hold, nothing
+    /// is written and the error is [`Error::PreconditionFailed`] (checked
+    /// before whether there is anything to delete).
+    pub async fn delete_with(
+        &self,
+        key: &str,
+        options: WriteOptions,
+    ) -> Result<Option<Version>, Error> {
         let _admitted = self.node.inner.gate.admit().ok_or(Error::ShuttingDown)?;
         validate_key(key)?;
-        if self.node.inner.cluster.is_some() {
-            return match self.replicate(key, Mutation::Delete, durability).await? {
-                WriteOutcome::Applied { version, .. } => Ok(Some(version)),
-                WriteOutcome::NotFound => Ok(None),
-            };
-        }
-        let (fragment, outcome) = self.submit(key, Mutation::Delete).await?;
-        match outcome {
-            WriteOutcome::Applied { version, seq } => {
-                self.wait_durable(fragment, seq, durability).await?;
-                Ok(Some(version))
-            }
-            WriteOutcome::NotFound => Ok(None),
-        }
+        self.write_one(key, Mutation::Delete, options.condition, options.durability)
+            .await
+    }
+
+    /// Give the visible record at `key` a new deadline without sending its
+    /// value again: `expiry` from now, or [`Expiry::Never`] to clear its
+    /// TTL. The record keeps its value under a new version, which is
+    /// returned. `None` (nothing written) when the key has no visible
+    /// record: a record whose deadline passed is expired, converted yet or
+    /// not, and cannot be extended. A condition is checked first.
+    pub async fn set_expiry(
+        &self,
+        key: &str,
+        expiry: Expiry,
+        options: WriteOptions,
+    ) -> Result<Option<Version>, Error> {
+        let _admitted = self.node.inner.gate.admit().ok_or(Error::ShuttingDown)?;
+        validate_key(key)?;
+        let expires_at_ms = expiry.resolve(now_ms())?;
+        let mutation = Mutation::Retime { expires_at_ms };
+        self.write_one(key, mutation, options.condition, options.durability)
+            .await
     }
 
     /// Apply `ops` (not as a transaction): every item is applied
-    /// independently and concurrently, then each touched fragment is flushed
-    /// once to meet `durability`. Returns one outcome per item, in order.
+    /// independently and concurrently, then each touched fragment is
+    /// flushed once to meet `durability`. Returns one outcome per item, in
+    /// order.
     pub async fn batch(
         &self,
         ops: Vec<BatchOp>,
         durability: Durability,
     ) -> Vec<Result<BatchOutcome, Error>> {
+        self.batch_items(ops.into_iter().map(BatchItem::from).collect(), durability)
+            .await
+    }
+
+    /// [`Table::batch`] with a condition per item: each judges its own, and
+    /// an item whose condition fails is [`Error::PreconditionFailed`] and
+    /// writes nothing.
+    pub async fn batch_items(
+        &self,
+        items: Vec<BatchItem>,
+        durability: Durability,
+    ) -> Vec<Result<BatchOutcome, Error>> {
         let Some(_admitted) = self.node.inner.gate.admit() else {
-            return ops.iter().map(|_| Err(Error::ShuttingDown)).collect();
+            return items.iter().map(|_| Err(Error::ShuttingDown)).collect();
         };
         if self.node.inner.cluster.is_some() {
-            return self.replicate_batch(ops, durability).await;
+            return self.replicate_batch(items, durability).await;
         }
-        let applied = futures::future::join_all(ops.into_iter().map(|op| async move {
-            let (key, mutation) = match op {
-                BatchOp::Put { key, value, expiry } => {
-                    let mutation = self.put_mutation(&key, value, expiry)?;
-                    (key, mutation)
-                }
-                BatchOp::Delete { key } => {
-                    validate_key(&key)?;
-                    (key, Mutation::Delete)
-                }
-            };
-            self.submit(&key, mutation).await
+        let applied = futures::future::join_all(items.into_iter().map(|item| async move {
+            let (key, mutation) = self.batch_mutation(item.op)?;
+            self.submit(&key, mutation, item.condition).await
         }))
         .await;
         let mut highest: HashMap<u32, u64> = HashMap::new();
@@ -202,15 +232,53 @@ impl Table {
             .into_iter()
             .map(|result| {
                 let (fragment, outcome) = result?;
-                match outcome {
-                    WriteOutcome::Applied { version, .. } => {
-                        durable[&fragment].clone()?;
-                        Ok(BatchOutcome::Written(version))
-                    }
-                    WriteOutcome::NotFound => Ok(BatchOutcome::NotFound),
+                if matches!(outcome, WriteOutcome::Applied { .. }) {
+                    durable[&fragment].clone()?;
                 }
+                batch_outcome(outcome)
             })
             .collect()
+    }
+
+    /// The key and mutation of a batch operation, validated.
+    fn batch_mutation(&self, op: BatchOp) -> Result<(String, Mutation), Error> {
+        match op {
+            BatchOp::Put { key, value, expiry } => {
+                let mutation = self.put_mutation(&key, value, expiry)?;
+                Ok((key, mutation))
+            }
+            BatchOp::Delete { key } => {
+                validate_key(&key)?;
+                Ok((key, Mutation::Delete))
+            }
+        }
+    }
+
+    /// Apply one mutation, through the cluster or the local fragment, and
+    /// wait for `durability`: the new version, `None` when a delete or TTL
+    /// change found nothing, [`Error::PreconditionFailed`] when the
+    /// condition did not hold.
+    async fn write_one(
+        &self,
+        key: &str,
+        mutation: Mutation,
+        condition: Condition,
+        durability: Durability,
+    ) -> Result<Option<Version>, Error> {
+        let outcome = if self.node.inner.cluster.is_some() {
+            self.replicate(key, mutation, &condition, durability)
+                .await?
+        } else {
+            let (fragment, outcome) = self.submit(key, mutation, condition).await?;
+            if let WriteOutcome::Applied { seq, .. } = &outcome {
+                self.wait_durable(fragment, *seq, durability).await?;
+            }
+            outcome
+        };
+        match batch_outcome(outcome)? {
+            BatchOutcome::Written(version) => Ok(Some(version)),
+            BatchOutcome::NotFound => Ok(None),
+        }
     }
 
     fn put_mutation(&self, key: &str, value: Bytes, expiry: Expiry) -> Result<Mutation, Error> {
@@ -232,12 +300,17 @@ impl Table {
         })
     }
 
-    async fn submit(&self, key: &str, mutation: Mutation) -> Result<(u32, WriteOutcome), Error> {
+    async fn submit(
+        &self,
+        key: &str,
+        mutation: Mutation,
+        condition: Condition,
+    ) -> Result<(u32, WriteOutcome), Error> {
         let hash = key_hash(key);
         let fragment_id = self.node.inner.router.fragment_of_hash(hash);
         let fragment = &self.node.inner.fragments[fragment_id as usize];
         let reply = fragment
-            .submit_write(self.name.clone(), Arc::from(key), mutation, hash)
+            .submit_write(self.name.clone(), Arc::from(key), mutation, condition, hash)
             .await?;
         let outcome = reply.await.map_err(|_| Error::Interrupted {
             fragment: fragment_id,
@@ -251,24 +324,15 @@ impl Table {
     /// wait for.
     async fn replicate_batch(
         &self,
-        ops: Vec<BatchOp>,
+        items: Vec<BatchItem>,
         durability: Durability,
     ) -> Vec<Result<BatchOutcome, Error>> {
-        futures::future::join_all(ops.into_iter().map(|op| async move {
-            let (key, mutation) = match op {
-                BatchOp::Put { key, value, expiry } => {
-                    let mutation = self.put_mutation(&key, value, expiry)?;
-                    (key, mutation)
-                }
-                BatchOp::Delete { key } => {
-                    validate_key(&key)?;
-                    (key, Mutation::Delete)
-                }
-            };
-            Ok(match self.replicate(&key, mutation, durability).await? {
-                WriteOutcome::Applied { version, .. } => BatchOutcome::Written(version),
-                WriteOutcome::NotFound => BatchOutcome::NotFound,
-            })
+        futures::future::join_all(items.into_iter().map(|item| async move {
+            let (key, mutation) = self.batch_mutation(item.op)?;
+            let outcome = self
+                .replicate(&key, mutation, &item.condition, durability)
+                .await?;
+            batch_outcome(outcome)
         }))
         .await
     }
@@ -279,6 +343,7 @@ impl Table {
         &self,
         key: &str,
         mutation: Mutation,
+        condition: &Condition,
         durability: Durability,
     ) -> Result<WriteOutcome, Error> {
         let cluster = self
@@ -295,6 +360,7 @@ impl Table {
                 &self.name,
                 &Arc::from(key),
                 mutation,
+                condition,
                 durability,
             )
             .await?)
@@ -315,5 +381,14 @@ impl Table {
             Durability::Sync => persistence.flush_through(seq, true).await,
         };
         result.map_err(|source| Error::NotDurable { fragment, source })
+    }
+}
+
+/// A write's outcome as the API reports it.
+fn batch_outcome(outcome: WriteOutcome) -> Result<BatchOutcome, Error> {
+    match outcome {
+        WriteOutcome::Applied { version, .. } => Ok(BatchOutcome::Written(version)),
+        WriteOutcome::NotFound => Ok(BatchOutcome::NotFound),
+        WriteOutcome::ConditionFailed { current } => Err(Error::PreconditionFailed { current }),
     }
 }

@@ -43,15 +43,24 @@ fn name() -> impl Strategy<Value = String> {
     ]
 }
 
+/// An action's `if_version`: none, a version, or text that is not one.
+pub(crate) fn if_version() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => Just(String::new()),
+        2 => (any::<u64>(), any::<u64>(), "[a-z0-9]{0,8}").prop_map(|(ms, c, w)| format!("{ms}.{c}@{w}")),
+        1 => ".{0,12}",
+    ]
+}
+
 pub(crate) fn action() -> impl Strategy<Value = abi::Action> {
     use abi::action::Action;
     prop_oneof![
-        3 => (name(), name(), prop::collection::vec(any::<u8>(), 0..8), prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>(), 1u64..1000])
-            .prop_map(|(table, key, value, ttl_ms)| Some(Action::Put(abi::Put { table, key, value: value.into(), ttl_ms }))),
+        3 => (name(), name(), prop::collection::vec(any::<u8>(), 0..8), prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>(), 1u64..1000], if_version(), any::<bool>())
+            .prop_map(|(table, key, value, ttl_ms, if_version, if_absent)| Some(Action::Put(abi::Put { table, key, value: value.into(), ttl_ms, if_version, if_absent }))),
         1 => (name(), name(), 1020usize..1030).prop_map(|(table, key, n)| {
-            Some(Action::Put(abi::Put { table, key, value: vec![1u8; n].into(), ttl_ms: 0 }))
+            Some(Action::Put(abi::Put { table, key, value: vec![1u8; n].into(), ..abi::Put::default() }))
         }),
-        2 => (name(), name()).prop_map(|(table, key)| Some(Action::Delete(abi::Delete { table, key }))),
+        2 => (name(), name(), if_version()).prop_map(|(table, key, if_version)| Some(Action::Delete(abi::Delete { table, key, if_version }))),
         1 => Just(None),
     ]
     .prop_map(|action| abi::Action { action })

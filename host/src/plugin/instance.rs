@@ -7,6 +7,7 @@ use std::time::Duration;
 use wasmtime::{Instance, Memory, ResourceLimiter, Store, Trap, TypedFunc};
 
 use super::error::CallCause;
+use super::read::Reads;
 
 /// The epoch ticks this often; deadlines are whole ticks.
 pub(super) const TICK: Duration = Duration::from_millis(2);
@@ -16,6 +17,9 @@ pub struct HostState {
     plugin: Arc<str>,
     max_memory: usize,
     memory_cap_hit: bool,
+    /// The reads of the handler call running now; `None` outside handler
+    /// calls (SQL functions), where `ebb.get` answers an error.
+    pub(super) reads: Option<Reads>,
 }
 
 impl HostState {
@@ -25,6 +29,7 @@ impl HostState {
             plugin: Arc::from(plugin),
             max_memory,
             memory_cap_hit: false,
+            reads: None,
         }
     }
 
@@ -178,6 +183,12 @@ impl PluginInstance {
     /// Call `ebb_call` with an encoded request; the encoded response.
     pub fn call(&mut self, request: &[u8], deadline: Duration) -> Result<Vec<u8>, CallCause> {
         self.call_with(request, deadline, <[u8]>::to_vec)
+    }
+
+    /// Let the next calls read through `reads` (`None`: no reads, as for
+    /// SQL functions).
+    pub(super) fn set_reads(&mut self, reads: Option<Reads>) {
+        self.store.data_mut().reads = reads;
     }
 
     /// Call `ebb_call` with an encoded request and hand the response to

@@ -8,6 +8,7 @@ pub(crate) mod fuzz;
 pub(crate) mod instance;
 pub(crate) mod kind;
 pub(crate) mod limits;
+pub(crate) mod read;
 pub(crate) mod registry;
 pub(crate) mod runtime;
 pub(crate) mod sql;
@@ -20,6 +21,7 @@ pub use error::{
 pub use instance::PluginInstance;
 pub use kind::{NotAHandler, is_expiry_handler};
 pub use limits::{PluginLimits, pool_capacity};
+pub use read::{MAX_READ_BYTES_PER_CALL, MAX_READS_PER_CALL, RecordReader};
 pub use registry::{Installed, PluginRegistry};
 pub use runtime::{Artifact, PluginRuntime};
 pub use version::{FunctionMetrics, PluginVersion, VersionInfo};

@@ -23,6 +23,7 @@ use wasmtime::{
 use super::error::{ArtifactRejected, CallCause, EngineError, PluginInvalid};
 use super::instance::{HostState, PluginInstance, TICK, describe, ticks};
 use super::limits::{PluginLimits, pool_capacity};
+use super::read::MAX_REQUEST_BYTES;
 use super::threads::{PluginThreads, WorkClass, WorkFailed};
 
 /// A compiled module serialized for the store, with the SHA-256 of those
@@ -70,6 +71,65 @@ const EXPORTS: [(&str, &[ValType], &[ValType]); 5] = [
     ("ebb_manifest", &[], &[ValType::I64]),
     ("ebb_call", &[ValType::I32, ValType::I32], &[ValType::I64]),
 ];
+
+/// Add `ebb.get(request_ptr, request_len) -> packed response` to `linker`.
+/// The response is written into memory from the guest's own `ebb_alloc`
+/// and belongs to the guest. A request outside memory or an `ebb_alloc`
+/// that fails traps the call (a broken guest); everything else is an
+/// answer.
+fn link_get(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        "ebb",
+        "get",
+        |mut caller: Caller<'_, HostState>, ptr: i32, len: i32| -> wasmtime::Result<i64> {
+            let memory = caller
+                .get_export("memory")
+                .and_then(|export| export.into_memory())
+                .ok_or_else(|| wasmtime::Error::msg("ebb.get: the instance has no memory"))?;
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            let answer = if len > MAX_REQUEST_BYTES {
+                abi::get_response::Result::Error(format!(
+                    "ebb.get: request of {len} bytes; at most {MAX_REQUEST_BYTES}"
+                ))
+            } else {
+                let mut request = vec![0u8; len];
+                memory
+                    .read(&caller, ptr as u32 as usize, &mut request)
+                    .map_err(|_| wasmtime::Error::msg("ebb.get: request outside memory"))?;
+                match caller.data_mut().reads.as_mut() {
+                    Some(reads) => reads.get(&request),
+                    None => abi::get_response::Result::Error(
+                        "ebb.get is available to expiry and change handlers, not to SQL functions"
+                            .into(),
+                    ),
+                }
+            };
+            let bytes = abi::GetResponse {
+                result: Some(answer),
+            }
+            .encode_to_vec();
+            let alloc = caller
+                .get_export("ebb_alloc")
+                .and_then(|export| export.into_func())
+                .ok_or_else(|| wasmtime::Error::msg("ebb.get: no ebb_alloc export"))?
+                .typed::<i32, i32>(&caller)?;
+            let out_len = i32::try_from(bytes.len())?;
+            let out = alloc.call(&mut caller, out_len)?;
+            if out == 0 && !bytes.is_empty() {
+                return Err(wasmtime::Error::msg(
+                    "ebb.get: ebb_alloc could not allocate the response",
+                ));
+            }
+            memory
+                .write(&mut caller, out as u32 as usize, &bytes)
+                .map_err(|_| {
+                    wasmtime::Error::msg("ebb.get: ebb_alloc returned memory outside the instance")
+                })?;
+            Ok((((out as u32 as u64) << 32) | bytes.len() as u64) as i64)
+        },
+    )?;
+    Ok(())
+}
 
 fn same_types(actual: impl ExactSizeIterator<Item = ValType>, expected: &[ValType]) -> bool {
     actual.len() == expected.len() && actual.zip(expected).all(|(a, e)| ValType::eq(&a, e))
@@ -139,6 +199,7 @@ impl PluginRuntime {
                 },
             )
             .map_err(|e| EngineError::Link(describe(&e)))?;
+        link_get(&mut linker).map_err(|e| EngineError::Link(describe(&e)))?;
         let threads =
             PluginThreads::start(limits.threads).map_err(|e| EngineError::Threads(Arc::new(e)))?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -260,13 +321,28 @@ impl PluginRuntime {
             reason,
         };
         for import in module.imports() {
+            let ExternType::Func(f) = import.ty() else {
+                return Err(invalid(format!(
+                    "forbidden import {}.{}: plugins may import only the functions ebb.log(i32, i32, i32) and ebb.get(i32, i32) -> i64 (no WASI)",
+                    import.module(),
+                    import.name()
+                )));
+            };
             let allowed = import.module() == "ebb"
-                && import.name() == "log"
-                && matches!(import.ty(), ExternType::Func(f)
-                    if same_types(f.params(), &[ValType::I32, ValType::I32, ValType::I32]) && f.results().len() == 0);
+                && match import.name() {
+                    "log" => {
+                        same_types(f.params(), &[ValType::I32, ValType::I32, ValType::I32])
+                            && f.results().len() == 0
+                    }
+                    "get" => {
+                        same_types(f.params(), &[ValType::I32, ValType::I32])
+                            && same_types(f.results(), &[ValType::I64])
+                    }
+                    _ => false,
+                };
             if !allowed {
                 return Err(invalid(format!(
-                    "forbidden import {}.{}: plugins may import only ebb.log(i32, i32, i32) (no WASI)",
+                    "forbidden import {}.{}: plugins may import only ebb.log(i32, i32, i32) and ebb.get(i32, i32) -> i64 (no WASI)",
                     import.module(),
                     import.name()
                 )));

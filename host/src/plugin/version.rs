@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ebb_proto::Message;
 use ebb_proto::plugin::v1 as abi;
@@ -14,6 +14,7 @@ use wasmtime::Module;
 use super::error::{CallCause, PluginCallError};
 use super::instance::PluginInstance;
 use super::kind::NotAHandler;
+use super::read::{Reads, RecordReader};
 use super::runtime::PluginRuntime;
 
 /// What is kept about every version of a plugin.
@@ -140,13 +141,36 @@ impl PluginVersion {
         call: abi::call_request::Call,
         deadline: Duration,
     ) -> Result<abi::CallResponse, PluginCallError> {
+        self.call_reading(function, call, deadline, None)
+    }
+
+    /// [`Self::call`] for a handler: `ebb.get` reads through `reader`
+    /// within the call's deadline and its read budget.
+    pub fn call_handler(
+        &self,
+        function: &str,
+        call: abi::call_request::Call,
+        deadline: Duration,
+        reader: Arc<dyn RecordReader>,
+    ) -> Result<abi::CallResponse, PluginCallError> {
+        self.call_reading(function, call, deadline, Some(reader))
+    }
+
+    /// Encode `call` and make it, reading through `reader` when given.
+    fn call_reading(
+        &self,
+        function: &str,
+        call: abi::call_request::Call,
+        deadline: Duration,
+        reader: Option<Arc<dyn RecordReader>>,
+    ) -> Result<abi::CallResponse, PluginCallError> {
         let rows = rows_of(&call);
         let request = abi::CallRequest {
             function: function.to_string(),
             call: Some(call),
         }
         .encode_to_vec();
-        self.call_encoded(function, &request, rows, deadline)
+        self.call_metered(function, &request, rows, deadline, reader, response)
     }
 
     /// [`Self::call`] with the `CallRequest` already encoded (for `function`,
@@ -173,6 +197,19 @@ impl PluginVersion {
         deadline: Duration,
         read: impl FnOnce(&[u8]) -> Result<R, CallCause>,
     ) -> Result<R, PluginCallError> {
+        self.call_metered(function, request, rows, deadline, None, read)
+    }
+
+    /// A counted and timed call, reading through `reader` when given.
+    fn call_metered<R>(
+        &self,
+        function: &str,
+        request: &[u8],
+        rows: u64,
+        deadline: Duration,
+        reader: Option<Arc<dyn RecordReader>>,
+        read: impl FnOnce(&[u8]) -> Result<R, CallCause>,
+    ) -> Result<R, PluginCallError> {
         let metrics = self
             .metrics
             .lock()
@@ -187,7 +224,7 @@ impl PluginVersion {
             .fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
         let started = std::time::Instant::now();
         let result = self
-            .call_instance(request, deadline, read)
+            .call_instance(request, deadline, reader, read)
             .map_err(|cause| PluginCallError {
                 plugin: self.name.clone(),
                 function: function.to_string(),
@@ -208,6 +245,7 @@ impl PluginVersion {
         &self,
         request: &[u8],
         deadline: Duration,
+        reader: Option<Arc<dyn RecordReader>>,
         read: impl FnOnce(&[u8]) -> Result<R, CallCause>,
     ) -> Result<R, CallCause> {
         let instance = self.idle.lock().pop();
@@ -215,7 +253,17 @@ impl PluginVersion {
             Some(instance) => instance,
             None => self.runtime.instantiate(&self.name, &self.module)?,
         };
-        let result = instance.call_with(request, deadline, read)?;
+        let reads = reader.map(|reader| Reads::new(reader, Instant::now() + deadline));
+        let reading = reads.is_some();
+        if reading {
+            instance.set_reads(reads);
+        }
+        let result = instance.call_with(request, deadline, read);
+        if reading {
+            // An instance goes back to the pool without its reader.
+            instance.set_reads(None);
+        }
+        let result = result?;
         if matches!(result, Ok(_) | Err(CallCause::Guest(_))) {
             let mut idle = self.idle.lock();
             if idle.len() < self.runtime.limits().idle_instances

@@ -105,6 +105,7 @@ impl PendingEvent {
             expires_at_ms: record.expires_at_ms.unwrap_or(observed_at_ms),
             observed_at_ms,
             attempt: 0,
+            version: record.version.to_string(),
         };
         PendingEvent {
             key: outbox_key(fragment, seq),

@@ -1,21 +1,47 @@
 //! The `archive` plugin: an expiry handler that writes each expired value
-//! into `<table>_archive` under the same key, without a TTL.
+//! into an archive table under the same key.
 //!
 //! Bind it to a table with `PUT /v1/tables/{t}/expiry-handler`
-//! `{"plugin": "archive", "function": "copy"}`. Delivery is at least once, so
-//! the same event may arrive twice: writing the same key and value again is
-//! harmless.
+//! `{"plugin": "archive", "function": "copy"}`: records go to
+//! `<table>_archive`, without a TTL. The binding's `config` may name the
+//! target and give the copies a TTL:
+//! `{"table": "old_sessions", "ttl_ms": 86400000}` (both optional; other
+//! fields are refused, so a typo does not archive to the wrong place).
+//! Delivery is at least once, so the same event may arrive twice: writing
+//! the same key and value again is harmless.
 
 use ebb_guest::{ExpiryEvent, ExpiryOutcome};
+use serde::Deserialize;
 
 /// Longest table name: an archive table name must fit it.
 const MAX_TABLE_NAME: usize = 63;
 
-/// Copy every expired record into `<table>_archive`.
-pub fn copy(events: &[ExpiryEvent]) -> ExpiryOutcome {
+/// The binding's settings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Target table; `<table>_archive` when absent.
+    table: Option<String>,
+    /// TTL of the copies in ms; none when absent or 0.
+    #[serde(default)]
+    ttl_ms: u64,
+}
+
+/// Copy every expired record into the archive table.
+pub fn copy(events: &[ExpiryEvent]) -> Result<ExpiryOutcome, String> {
+    let config: Config = match ebb_guest::binding::config() {
+        None => Config::default(),
+        // A bad config fails every batch (retried, then dead-lettered, with
+        // this message in the status) until the binding is fixed.
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| format!("archive: bad binding config {text}: {e}"))?,
+    };
     let mut outcome = ExpiryOutcome::default();
     for (index, event) in events.iter().enumerate() {
-        let archive = format!("{}_archive", event.table);
+        let archive = match &config.table {
+            Some(table) => table.clone(),
+            None => format!("{}_archive", event.table),
+        };
         if archive.len() > MAX_TABLE_NAME {
             // Cannot be written anywhere: let it retry and dead-letter, visibly.
             ebb_guest::log!(
@@ -25,16 +51,16 @@ pub fn copy(events: &[ExpiryEvent]) -> ExpiryOutcome {
             outcome.retry(index);
             continue;
         }
-        outcome.put(&archive, &event.key, event.value.clone(), 0);
+        outcome.put(&archive, &event.key, event.value.clone(), config.ttl_ms);
     }
-    outcome
+    Ok(outcome)
 }
 
 ebb_guest::export! {
     name: "archive",
     version: env!("CARGO_PKG_VERSION"),
     functions: {
-        expiry "copy" => copy, "Copy each expired record into <table>_archive (same key, no TTL)";
+        expiry "copy" => copy, "Copy each expired record into <table>_archive, or the config's table (same key; config ttl_ms, default none)";
     }
 }
 
@@ -54,6 +80,7 @@ mod tests {
             expires_at_ms: 2,
             observed_at_ms: 3,
             attempt: 1,
+            ..ExpiryEvent::default()
         }
     }
 
@@ -62,7 +89,8 @@ mod tests {
         let outcome = copy(&[
             event("sessions", "s1", b"alice"),
             event("sessions", "s2", b""),
-        ]);
+        ])
+        .unwrap();
         assert!(outcome.failed.is_empty());
         assert_eq!(outcome.actions.len(), 2);
         match &outcome.actions[0] {
@@ -71,6 +99,7 @@ mod tests {
                 key,
                 value,
                 ttl_ms,
+                ..
             } => {
                 assert_eq!(
                     (table.as_str(), key.as_str(), value.as_slice(), *ttl_ms),
@@ -84,9 +113,35 @@ mod tests {
     #[test]
     fn a_table_whose_archive_name_is_too_long_is_retried_not_dropped() {
         let long = "t".repeat(60);
-        let outcome = copy(&[event(&long, "k", b"v"), event("ok", "k", b"v")]);
+        let outcome = copy(&[event(&long, "k", b"v"), event("ok", "k", b"v")]).unwrap();
         assert_eq!(outcome.failed, vec![0]);
         assert_eq!(outcome.actions.len(), 1);
+    }
+
+    #[test]
+    fn the_binding_config_names_the_target_and_the_ttl() {
+        let events = vec![event("sessions", "s1", b"alice")];
+        let outcome = ebb_guest::testing::expiry_with_config(
+            plugin(),
+            "copy",
+            events.clone(),
+            r#"{"table": "old_sessions", "ttl_ms": 60000}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            outcome.actions,
+            vec![Action::Put {
+                table: "old_sessions".into(),
+                key: "s1".into(),
+                value: b"alice".to_vec(),
+                ttl_ms: 60_000,
+                condition: ebb_guest::Condition::Always,
+            }]
+        );
+        let error =
+            ebb_guest::testing::expiry_with_config(plugin(), "copy", events, r#"{"tabel": "x"}"#)
+                .unwrap_err();
+        assert!(error.contains("bad binding config"), "{error}");
     }
 
     #[test]

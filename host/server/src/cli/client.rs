@@ -100,7 +100,18 @@ impl Client {
         path: &str,
         body: Option<(&[u8], &str)>,
     ) -> Result<Reply, ClientError> {
-        self.request(method, path, body, None)
+        self.request(method, path, body, &[])
+    }
+
+    /// [`Client::send`] with extra request headers.
+    pub fn send_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<(&[u8], &str)>,
+        headers: &[(&str, &str)],
+    ) -> Result<Reply, ClientError> {
+        self.request(method, path, body, headers)
     }
 
     /// Send a JSON body asking for the answer as `accept`.
@@ -111,7 +122,12 @@ impl Client {
         body: &[u8],
         accept: &str,
     ) -> Result<Reply, ClientError> {
-        self.request(method, path, Some((body, "application/json")), Some(accept))
+        self.request(
+            method,
+            path,
+            Some((body, "application/json")),
+            &[("accept", accept)],
+        )
     }
 
     fn request(
@@ -119,12 +135,12 @@ impl Client {
         method: &str,
         path: &str,
         body: Option<(&[u8], &str)>,
-        accept: Option<&str>,
+        headers: &[(&str, &str)],
     ) -> Result<Reply, ClientError> {
         let url = format!("{}{}", self.base, path);
         let mut builder = axum::http::Request::builder().method(method).uri(&url);
-        if let Some(accept) = accept {
-            builder = builder.header("accept", accept);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
         }
         if let Some(token) = &self.token {
             builder = builder.header("authorization", format!("Bearer {token}"));

@@ -26,6 +26,10 @@ pub enum ExpiryCommand {
         /// Deliveries of an event before it moves to dead letters (1 to 1000; default 10).
         #[arg(long)]
         max_attempts: Option<u32>,
+        /// Settings handed to every call of the handler, as JSON (at most
+        /// 64 KiB), e.g. '{"table": "old_sessions"}' for archive.
+        #[arg(long)]
+        config: Option<String>,
     },
     /// Stop running the handler for a table's expiries.
     Unbind {
@@ -93,12 +97,22 @@ pub fn run(
             function,
             max_batch,
             max_attempts,
+            config,
         } => {
+            let config: Option<Value> = match config.as_deref().map(serde_json::from_str) {
+                None => None,
+                Some(Ok(config)) => Some(config),
+                Some(Err(error)) => {
+                    eprintln!("error: --config is not JSON: {error}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
             let body = json!({
                 "plugin": plugin,
                 "function": function,
                 "max_batch": max_batch,
                 "max_attempts": max_attempts,
+                "config": config,
             })
             .to_string();
             let json = client
@@ -160,6 +174,9 @@ pub fn run(
                         b["max_attempts"]
                     ),
                 }
+                if !binding["config"].is_null() {
+                    println!("  config      {}", binding["config"]);
+                }
                 let oldest = match status["oldest_pending_age_ms"].as_u64() {
                     Some(age) => format!(", oldest {age} ms past its deadline"),
                     None => String::new(),
@@ -184,6 +201,10 @@ pub fn run(
                     or_dash(&lag["max"])
                 );
                 println!("  dead        {} dead letters", status["dead_letters"]);
+                println!(
+                    "  skipped     {} actions (their condition did not hold)",
+                    status["skipped_actions"]
+                );
                 if let Some(error) = status["last_error"].as_str() {
                     println!("  last error  {error}");
                 }

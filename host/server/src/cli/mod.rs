@@ -85,6 +85,8 @@ pub enum Command {
         /// memory, wal (default) or sync.
         #[arg(long, default_value = "wal")]
         durability: String,
+        #[command(flatten)]
+        condition: ConditionArgs,
     },
     /// Print a value.
     Get {
@@ -106,6 +108,26 @@ pub enum Command {
         /// memory, wal (default) or sync.
         #[arg(long, default_value = "wal")]
         durability: String,
+        /// Delete only if the key holds this version (hlc_ms.counter@writer).
+        #[arg(long)]
+        if_version: Option<String>,
+    },
+    /// Change a record's TTL without sending its value again: `30s`, `5m`,
+    /// ... from now, or `none` to clear it. An expired record cannot be
+    /// extended.
+    Ttl {
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+        /// The new TTL (e.g. 30s, 5m, 1h) or `none`.
+        ttl: String,
+        /// memory, wal (default) or sync.
+        #[arg(long, default_value = "wal")]
+        durability: String,
+        /// Change it only if the key holds this version (hlc_ms.counter@writer).
+        #[arg(long)]
+        if_version: Option<String>,
     },
     /// List tables with their live records, tombstones and memory.
     Tables,
@@ -181,6 +203,43 @@ pub enum Command {
     },
 }
 
+/// The condition of a put: at most one of `--if-version` and `--if-absent`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConditionArgs {
+    /// Write only if the key holds this version (hlc_ms.counter@writer, as
+    /// `ebb get --format json` prints it).
+    #[arg(long, conflicts_with = "if_absent")]
+    pub if_version: Option<String>,
+    /// Write only if the key has no visible record (create only).
+    #[arg(long)]
+    pub if_absent: bool,
+}
+
+impl ConditionArgs {
+    /// The `If-Match` / `If-None-Match` header the condition sends.
+    fn header(&self) -> Option<(&'static str, &str)> {
+        match (&self.if_version, self.if_absent) {
+            (Some(version), _) => Some(("if-match", version)),
+            (None, true) => Some(("if-none-match", "*")),
+            (None, false) => None,
+        }
+    }
+}
+
+/// `/v1/tables/{t}/keys/{k}?durability=D`.
+fn durable_key_path(table: &str, key: &str, durability: &str) -> String {
+    format!(
+        "{}?durability={}",
+        key_path(table, key),
+        encode_segment(durability)
+    )
+}
+
+/// The `If-Match` header of `--if-version`, if given.
+fn if_match(version: Option<&str>) -> Vec<(&'static str, &str)> {
+    version.map(|v| ("if-match", v)).into_iter().collect()
+}
+
 /// Parse the arguments and run; the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -244,6 +303,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             ttl,
             expires_at_ms,
             durability,
+            condition,
         } => {
             let bytes = match value.as_deref() {
                 Some("-") | None => {
@@ -266,7 +326,13 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             if let Some(at) = expires_at_ms {
                 path.push_str(&format!("&expires_at_ms={at}"));
             }
-            let reply = client.send("PUT", &path, Some((&bytes, "application/octet-stream")))?;
+            let headers: Vec<_> = condition.header().into_iter().collect();
+            let reply = client.send_with_headers(
+                "PUT",
+                &path,
+                Some((&bytes, "application/octet-stream")),
+                &headers,
+            )?;
             let json = reply.json()?;
             match format {
                 Format::Json | Format::Ndjson | Format::Csv => print_json(&json),
@@ -320,19 +386,64 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             table,
             key,
             durability,
+            if_version,
         } => {
-            let path = format!(
-                "{}?durability={}",
-                key_path(&table, &key),
-                encode_segment(&durability)
-            );
-            let json = client.send("DELETE", &path, None)?.json()?;
+            let path = durable_key_path(&table, &key, &durability);
+            let headers = if_match(if_version.as_deref());
+            let json = client
+                .send_with_headers("DELETE", &path, None, &headers)?
+                .json()?;
             match format {
                 Format::Json | Format::Ndjson | Format::Csv => print_json(&json),
                 Format::Human => println!(
                     "deleted: version {}",
                     json["version"].as_str().unwrap_or("?")
                 ),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ttl {
+            table,
+            key,
+            ttl,
+            durability,
+            if_version,
+        } => {
+            let body = match ttl.trim() {
+                "none" => json!({ "ttl_ms": null }),
+                text => match parse_duration(text) {
+                    Ok(ttl) => {
+                        json!({ "ttl_ms": u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX) })
+                    }
+                    Err(error) => {
+                        eprintln!("error: {error}, or none to clear the TTL");
+                        return Ok(ExitCode::from(2));
+                    }
+                },
+            };
+            let path = durable_key_path(&table, &key, &durability);
+            let headers = if_match(if_version.as_deref());
+            let body = body.to_string();
+            let json = client
+                .send_with_headers(
+                    "PATCH",
+                    &path,
+                    Some((body.as_bytes(), "application/json")),
+                    &headers,
+                )?
+                .json()?;
+            match format {
+                Format::Json | Format::Ndjson | Format::Csv => print_json(&json),
+                Format::Human => match json["expires_at_ms"].as_u64() {
+                    Some(at) => println!(
+                        "ok: version {} (expires at {at} ms)",
+                        json["version"].as_str().unwrap_or("?")
+                    ),
+                    None => println!(
+                        "ok: version {} (no TTL)",
+                        json["version"].as_str().unwrap_or("?")
+                    ),
+                },
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::body::{path, query, read_limited};
 use super::error::ApiError;
-use super::kv::{WriteParams, durability, expiry};
-use ebb_host::write::{BatchOp, BatchOutcome};
+use super::kv::{WriteParams, durability, expiry, parse_version};
+use ebb_host::write::{BatchItem, BatchOp, BatchOutcome, Condition};
 
 /// One item as sent.
 #[derive(Debug, Deserialize)]
@@ -27,6 +27,8 @@ struct Item {
     value: Option<ItemValue>,
     ttl_ms: Option<u64>,
     expires_at_ms: Option<u64>,
+    if_version: Option<String>,
+    if_absent: Option<bool>,
 }
 
 fn default_op() -> String {
@@ -41,9 +43,23 @@ enum ItemValue {
     Base64 { base64: String },
 }
 
-fn parse_item(raw: Value) -> Result<BatchOp, ApiError> {
+fn parse_item(raw: Value) -> Result<BatchItem, ApiError> {
     let item: Item = serde_json::from_value(raw)
         .map_err(|e| ApiError::invalid_request(format!("bad batch item: {e}")))?;
+    let condition = match (&item.if_version, item.if_absent) {
+        (Some(_), Some(true)) => {
+            return Err(ApiError::invalid_request(
+                "give either if_version or if_absent, not both",
+            ));
+        }
+        (Some(version), _) => Condition::Version(parse_version(version)?),
+        (None, Some(true)) => Condition::Absent,
+        (None, _) => Condition::Always,
+    };
+    Ok(parse_op(item)?.when(condition))
+}
+
+fn parse_op(item: Item) -> Result<BatchOp, ApiError> {
     match item.op.as_str() {
         "put" => {
             let value = match item.value {
@@ -139,15 +155,15 @@ pub async fn batch(
             limits.max_batch_items,
         ));
     }
-    let parsed: Vec<Result<BatchOp, ApiError>> = items
+    let parsed: Vec<Result<BatchItem, ApiError>> = items
         .into_iter()
         .map(|item| item.and_then(parse_item))
         .collect();
-    let ops: Vec<BatchOp> = parsed
+    let ops: Vec<BatchItem> = parsed
         .iter()
         .filter_map(|p| p.as_ref().ok().cloned())
         .collect();
-    let mut applied = table.batch(ops, durability).await.into_iter();
+    let mut applied = table.batch_items(ops, durability).await.into_iter();
     let results: Vec<Value> = parsed
         .into_iter()
         .map(|item| {

@@ -120,6 +120,15 @@ impl From<Error> for ApiError {
                     .with("max_memory_bytes", json!(full.limit_bytes))
                     .with("resident_bytes", json!(full.resident_bytes))
             }
+            Error::PreconditionFailed { current } => ApiError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition_failed",
+                message,
+            )
+            .with(
+                "current_version",
+                json!(current.map(|version| version.to_string())),
+            ),
             Error::Cluster(error) => ApiError::from(error),
         }
     }

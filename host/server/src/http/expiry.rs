@@ -53,6 +53,10 @@ fn binding_json(table: &str, binding: &Binding) -> Value {
         "max_batch": binding.max_batch,
         "max_attempts": binding.max_attempts,
         "created_ms": binding.created_ms,
+        "config": binding
+            .config
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok()),
     })
 }
 
@@ -76,7 +80,8 @@ async fn json_body<T: serde::de::DeserializeOwned + Default>(
         .map_err(|e| ApiError::invalid_request(format!("bad request body: {e}")))
 }
 
-/// `PUT /v1/tables/{t}/expiry-handler`: `{plugin, function, max_batch?, max_attempts?}`.
+/// `PUT /v1/tables/{t}/expiry-handler`: `{plugin, function, max_batch?,
+/// max_attempts?, config?}`.
 pub async fn bind(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
@@ -115,6 +120,7 @@ pub async fn status(
             "failed_calls": status.failed_calls,
             "failed_events": status.failed_events,
             "dead_letters": status.dead_letters,
+            "skipped_actions": status.skipped_actions,
             "lag_ms": {
                 "p50": status.lag_p50_ms,
                 "p99": status.lag_p99_ms,

@@ -14,7 +14,7 @@ use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
 use ebb_host::clock::now_ms;
 use ebb_host::names::NameError;
-use ebb_host::write::{Durability, Expiry, PutOptions};
+use ebb_host::write::{Condition, Durability, Expiry, PutOptions, WriteOptions};
 
 /// Query parameters of `PUT /v1/tables/{t}/keys/{k}`.
 #[derive(Debug, Deserialize)]
@@ -63,6 +63,47 @@ pub fn expiry(ttl_ms: Option<u64>, expires_at_ms: Option<u64>) -> Result<Expiry,
     }
 }
 
+/// The condition of a single-key write from its `If-Match: <version>` or
+/// `If-None-Match: *` header (not both). A version may be quoted, as an
+/// entity tag is.
+pub fn condition(headers: &HeaderMap) -> Result<Condition, ApiError> {
+    let text = |name: header::HeaderName| -> Result<Option<&str>, ApiError> {
+        headers
+            .get(&name)
+            .map(|value| {
+                value.to_str().map(str::trim).map_err(|_| {
+                    ApiError::invalid_request(format!("the {name} header is not visible ASCII"))
+                })
+            })
+            .transpose()
+    };
+    match (text(header::IF_MATCH)?, text(header::IF_NONE_MATCH)?) {
+        (Some(_), Some(_)) => Err(ApiError::invalid_request(
+            "give either If-Match (write only over that version) or If-None-Match: * (create only), not both",
+        )),
+        (Some("*"), None) => Err(ApiError::invalid_request(
+            "If-Match takes the version to write over (the ebb-version header of a read), not *",
+        )),
+        (Some(version), None) => Ok(Condition::Version(parse_version(version)?)),
+        (None, Some("*")) => Ok(Condition::Absent),
+        (None, Some(other)) => Err(ApiError::invalid_request(format!(
+            "If-None-Match takes only * (create only), not {other:?}"
+        ))),
+        (None, None) => Ok(Condition::Always),
+    }
+}
+
+/// A version in its text form (`hlc_ms.counter@writer`), optionally
+/// quoted.
+pub fn parse_version(text: &str) -> Result<ebb_host::Version, ApiError> {
+    let bare = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text);
+    bare.parse()
+        .map_err(|e: ebb_host::InvalidVersion| ApiError::invalid_request(e.to_string()))
+}
+
 fn version_header(version: &ebb_host::Version) -> HeaderValue {
     HeaderValue::from_str(&version.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
@@ -85,11 +126,18 @@ pub async fn put_key(
     let table = app.node.table(&table).map_err(ApiError::from)?;
     let limit = app.node.config().max_value_bytes;
     let value = read_limited(&headers, body, limit, "the value", "--max-value-bytes").await?;
+    let condition = condition(&headers)?;
     let mut options = PutOptions::default().durability(durability);
     if let Some(at) = expires_at_ms {
         options = options.expires_at_ms(at);
     }
-    let version = table.put(&key, value, options).await?;
+    let version = table.put_if(&key, value, options, condition).await?;
+    Ok(written(&version, expires_at_ms))
+}
+
+/// The answer to a put or a TTL change: the new version and deadline, the
+/// version also in `ebb-version`.
+fn written(version: &ebb_host::Version, expires_at_ms: Option<u64>) -> Response {
     let mut response = Json(json!({
         "version": version.to_string(),
         "version_ms": version.hlc_ms,
@@ -98,8 +146,8 @@ pub async fn put_key(
     .into_response();
     response
         .headers_mut()
-        .insert("ebb-version", version_header(&version));
-    Ok(response)
+        .insert("ebb-version", version_header(version));
+    response
 }
 
 /// `GET /v1/tables/{t}/keys/{k}`: the value bytes, version and deadline in
@@ -140,16 +188,21 @@ pub async fn get_key(
     Ok(response)
 }
 
-/// `DELETE /v1/tables/{t}/keys/{k}`: write a tombstone; 404 when absent.
+/// `DELETE /v1/tables/{t}/keys/{k}`: write a tombstone; 404 when absent,
+/// 412 when an `If-Match` version does not match.
 pub async fn delete_key(
     State(app): State<AppState>,
     target: Result<Path<(String, String)>, PathRejection>,
     params: Result<Query<WriteParams>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (table, key) = path(target)?;
     let durability = durability(query(params)?.durability.as_deref())?;
+    let options = WriteOptions::default()
+        .durability(durability)
+        .condition(condition(&headers)?);
     let table = app.node.table(&table)?;
-    match table.delete(&key, durability).await? {
+    match table.delete_with(&key, options).await? {
         Some(version) => {
             let mut response = Json(json!({ "version": version.to_string() })).into_response();
             response
@@ -160,6 +213,70 @@ pub async fn delete_key(
         None => Err(ApiError::not_found(format!(
             "key {key:?} not found in table {} (absent, deleted or expired)",
             table.name()
+        ))),
+    }
+}
+
+/// `PATCH /v1/tables/{t}/keys/{k}`: change the record's TTL without
+/// sending its value: a body of exactly one of `{"ttl_ms": n}`,
+/// `{"expires_at_ms": t}` or `{"ttl_ms": null}` (no TTL). Conditional like
+/// a put; 404 when the key has no visible record (an expired record
+/// cannot be extended).
+pub async fn patch_key(
+    State(app): State<AppState>,
+    target: Result<Path<(String, String)>, PathRejection>,
+    params: Result<Query<WriteParams>, QueryRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (table, key) = path(target)?;
+    let durability = durability(query(params)?.durability.as_deref())?;
+    let options = WriteOptions::default()
+        .durability(durability)
+        .condition(condition(&headers)?);
+    let limit = app.limits.max_body_bytes;
+    let body = read_limited(&headers, body, limit, "the PATCH body", "--max-body-bytes").await?;
+    let expiry = patch_expiry(&body)?;
+    // Resolve the deadline here so the answer reports exactly what was stored.
+    let expires_at_ms = expiry
+        .resolve(now_ms())
+        .map_err(|e| ApiError::from(ebb_host::Error::from(e)))?;
+    let expiry = expires_at_ms.map_or(Expiry::Never, Expiry::At);
+    let table = app.node.table(&table)?;
+    match table.set_expiry(&key, expiry, options).await? {
+        Some(version) => Ok(written(&version, expires_at_ms)),
+        None => Err(ApiError::not_found(format!(
+            "key {key:?} not found in table {} (absent, deleted or expired; an expired record cannot be extended)",
+            table.name()
+        ))),
+    }
+}
+
+/// The expiry a PATCH body asks for.
+fn patch_expiry(body: &[u8]) -> Result<Expiry, ApiError> {
+    const SHAPE: &str =
+        r#"the body must be one of {"ttl_ms": n}, {"expires_at_ms": t} or {"ttl_ms": null}"#;
+    let fields: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid_request(format!("{SHAPE}: {e}")))?;
+    let mut fields = fields.into_iter();
+    let (Some((name, value)), None) = (fields.next(), fields.next()) else {
+        return Err(ApiError::invalid_request(SHAPE));
+    };
+    let number = |value: &serde_json::Value| {
+        value.as_u64().ok_or_else(|| {
+            ApiError::invalid_request(format!(
+                "{name} must be a whole number of milliseconds or null, not {value}"
+            ))
+        })
+    };
+    match (name.as_str(), &value) {
+        ("ttl_ms" | "expires_at_ms", serde_json::Value::Null) => Ok(Expiry::Never),
+        ("ttl_ms", value) => Ok(Expiry::After(std::time::Duration::from_millis(number(
+            value,
+        )?))),
+        ("expires_at_ms", value) => Ok(Expiry::At(number(value)?)),
+        (other, _) => Err(ApiError::invalid_request(format!(
+            "unknown field {other:?}; {SHAPE}"
         ))),
     }
 }

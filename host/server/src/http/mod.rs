@@ -117,11 +117,17 @@ pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route(
             "/v1/tables/{table}/keys/{key}",
-            put(kv::put_key).get(kv::get_key).delete(kv::delete_key),
+            put(kv::put_key)
+                .get(kv::get_key)
+                .delete(kv::delete_key)
+                .patch(kv::patch_key),
         )
         .route(
             "/v1/tables/{table}/keys/",
-            put(kv::empty_key).get(kv::empty_key).delete(kv::empty_key),
+            put(kv::empty_key)
+                .get(kv::empty_key)
+                .delete(kv::empty_key)
+                .patch(kv::empty_key),
         )
         .route("/v1/tables/{table}/batch", post(batch::batch))
         .route(

@@ -369,7 +369,7 @@ async fn expiry_metrics(app: &AppState, out: &mut PromWriter) {
             );
         }
     }
-    let counters: [(&str, &str, StatField); 5] = [
+    let counters: [(&str, &str, StatField); 6] = [
         ("ebb_expiry_handled_total", "Expiry events handled.", |s| {
             &s.handled
         }),
@@ -390,6 +390,11 @@ async fn expiry_metrics(app: &AppState, out: &mut PromWriter) {
             "ebb_expiry_failed_events_total",
             "Expiry event deliveries that failed (retried or dead-lettered).",
             |s| &s.failed_events,
+        ),
+        (
+            "ebb_expiry_skipped_actions_total",
+            "Expiry handler actions skipped because their condition did not hold.",
+            |s| &s.skipped_actions,
         ),
     ];
     for (name, help, field) in counters {

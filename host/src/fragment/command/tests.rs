@@ -107,6 +107,15 @@ enum Op {
     /// A write at an old version (from a deposed leader, say): it loses
     /// wherever a newer record holds the key.
     Stale { table: usize, key: u8, back: u16 },
+    /// A put or delete at the proposer's next version, made only if the
+    /// key holds nothing (`condition` 0), its current version (1) or a
+    /// version it never held (2).
+    Conditional {
+        table: usize,
+        key: u8,
+        delete: bool,
+        condition: u8,
+    },
     /// Time passes.
     Advance(u16),
     /// The proposer converts what is due.
@@ -126,6 +135,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(table, key, value, ttl)| Op::Put { table, key, value, ttl }),
         2 => (table.clone(), key.clone()).prop_map(|(table, key)| Op::Delete { table, key }),
         1 => (table.clone(), key.clone(), 0u16..500).prop_map(|(table, key, back)| Op::Stale { table, key, back }),
+        2 => (table.clone(), key.clone(), any::<bool>(), 0u8..3)
+            .prop_map(|(table, key, delete, condition)| Op::Conditional { table, key, delete, condition }),
         2 => (1u16..300).prop_map(Op::Advance),
         1 => Just(Op::Expire),
         1 => (table, key).prop_map(|(table, key)| Op::ExpireRace { table, key }),
@@ -154,11 +165,16 @@ impl Cluster {
     }
 
     fn write(&self, table: usize, key: u8, record: Record) {
+        self.write_if(table, key, record, Condition::Always);
+    }
+
+    fn write_if(&self, table: usize, key: u8, record: Record, condition: Condition) {
         self.apply(Command::Write(WriteCommand {
             table: TableName::new(TABLES[table]).unwrap(),
             key: Arc::from(format!("k{key:02}")),
             record,
             at_ms: self.now,
+            condition,
         }));
     }
 
@@ -193,6 +209,35 @@ impl Cluster {
                     key,
                     Record::live(version, Bytes::from_static(b"old"), None),
                 );
+            }
+            Op::Conditional {
+                table,
+                key,
+                delete,
+                condition,
+            } => {
+                let name = TableName::new(TABLES[table]).unwrap();
+                let current = self
+                    .proposer
+                    .state
+                    .get(&name, &format!("k{key:02}"), self.now)
+                    .map(|record| record.version);
+                let condition = match condition {
+                    0 => Condition::Absent,
+                    1 => current.map_or(Condition::Absent, Condition::Version),
+                    _ => Condition::Version(Version {
+                        hlc_ms: 1,
+                        counter: 0,
+                        writer: Arc::from("deposed"),
+                    }),
+                };
+                let version = self.clock.tick_at(self.now);
+                let record = if delete {
+                    Record::tombstone(version)
+                } else {
+                    Record::live(version, Bytes::from_static(b"if"), None)
+                };
+                self.write_if(table, key, record, condition);
             }
             Op::Advance(ms) => self.now += u64::from(ms),
             Op::Expire => loop {
@@ -271,6 +316,7 @@ async fn a_conversion_skips_a_rewritten_key_and_a_purge_a_revived_one() {
             key: key.clone(),
             record,
             at_ms,
+            condition: Condition::Always,
         }))
     };
     assert!(matches!(
@@ -351,8 +397,124 @@ fn garbage_and_incomplete_commands_are_corrupt() {
             .encode()
             .into(),
             at_ms: 0,
+            condition: None,
         })),
     }
     .encode_to_vec();
     assert!(Command::decode(&bad_table).is_err());
+}
+
+#[tokio::test]
+async fn conditions_and_ttl_changes_are_judged_on_the_visible_record() {
+    let replica = replica();
+    let state = &replica.state;
+    let table = TableName::new("plain").unwrap();
+    let key: Arc<str> = Arc::from("k");
+    let put = |value: &'static [u8], expires_at_ms| Mutation::Put {
+        value: Bytes::from_static(value),
+        expires_at_ms,
+    };
+    let written = |outcome: WriteOutcome| match outcome {
+        WriteOutcome::Applied { version, .. } => version,
+        other => panic!("not written: {other:?}"),
+    };
+    let write = |mutation, condition: &Condition, now_ms| {
+        state
+            .write(&table, &key, mutation, condition, now_ms)
+            .unwrap()
+    };
+
+    // Create only: the first put wins, the second fails naming it.
+    let first = written(write(put(b"a", Some(1_000)), &Condition::Absent, 100));
+    assert_eq!(
+        write(put(b"b", None), &Condition::Absent, 100),
+        WriteOutcome::ConditionFailed {
+            current: Some(first.clone())
+        }
+    );
+    // A version the key does not hold fails.
+    let never = Version {
+        hlc_ms: 1,
+        counter: 0,
+        writer: Arc::from("w"),
+    };
+    assert_eq!(
+        write(Mutation::Delete, &Condition::Version(never), 100),
+        WriteOutcome::ConditionFailed {
+            current: Some(first.clone())
+        }
+    );
+
+    // A TTL change keeps the value under a new version.
+    let retimed = written(write(
+        Mutation::Retime {
+            expires_at_ms: None,
+        },
+        &Condition::Version(first.clone()),
+        100,
+    ));
+    assert!(retimed > first);
+    let record = state.get(&table, "k", 5_000).unwrap();
+    assert_eq!(
+        (record.value, record.expires_at_ms, record.version),
+        (Bytes::from_static(b"a"), None, retimed)
+    );
+
+    // A TTL change decided before a newer write does not bring the old
+    // value back when it is applied after it.
+    let Proposal::Write(late) = state
+        .propose_write(
+            &table,
+            &key,
+            Mutation::Retime {
+                expires_at_ms: Some(9_000),
+            },
+            &Condition::Always,
+            200,
+        )
+        .unwrap()
+    else {
+        panic!("a visible record can be retimed");
+    };
+    written(write(put(b"c", None), &Condition::Always, 300));
+    assert_eq!(
+        state.apply_command(&Command::Write(late)),
+        Applied::ConditionFailed
+    );
+    assert_eq!(
+        state.get(&table, "k", 400).unwrap().value,
+        Bytes::from_static(b"c")
+    );
+
+    // Expired is expired: past its deadline a record cannot be retimed,
+    // a condition on its version fails and a create-only put succeeds.
+    let short = written(write(put(b"d", Some(500)), &Condition::Always, 400));
+    assert_eq!(
+        write(
+            Mutation::Retime {
+                expires_at_ms: Some(10_000)
+            },
+            &Condition::Always,
+            600
+        ),
+        WriteOutcome::NotFound
+    );
+    assert_eq!(
+        write(Mutation::Delete, &Condition::Version(short), 600),
+        WriteOutcome::ConditionFailed { current: None }
+    );
+    written(write(put(b"e", None), &Condition::Absent, 600));
+
+    // A table never written to holds nothing.
+    let empty = TableName::new("bound").unwrap();
+    let on_empty = |condition: &Condition| {
+        state
+            .write(&empty, &key, Mutation::Delete, condition, 0)
+            .unwrap()
+    };
+    assert_eq!(
+        on_empty(&Condition::Version(first)),
+        WriteOutcome::ConditionFailed { current: None }
+    );
+    assert_eq!(on_empty(&Condition::Absent), WriteOutcome::NotFound);
 }

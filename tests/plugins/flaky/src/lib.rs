@@ -17,6 +17,21 @@
 //! `stamp` copies every event into `<table>_archive` as
 //! `<value> attempt=<attempt>`, so a test can read which delivery succeeded.
 //!
+//! `first` copies each event into `<table>_archive` only if that key is
+//! absent there (`if_absent`), and deletes `<table>_lock/<key>` only if it
+//! still holds the version the value names (`if_version`), so a test sees
+//! conditions judged and skipped actions counted.
+//!
+//! `dedupe` reads (`ebb.get`): the prefix from the config record
+//! `<table>_config/prefix`, and whether `<table>_seen/<hex id>` records the
+//! event id already. A seen event is skipped (recorded as
+//! `<table>_dupes/<key>`); a new one is recorded and written to
+//! `<table>_out/<key>` as prefix + value, and when its value starts with
+//! `twice` its first attempt asks for a retry, so the event comes again.
+//!
+//! `peek(table, key)`, a scalar function, tries `ebb.get` from SQL, where
+//! the host refuses it.
+//!
 //! Replacing it with `archive` (same function name `copy`, no `stamp`)
 //! "fixes" `copy`.
 
@@ -76,6 +91,54 @@ pub fn stamp(events: &[ExpiryEvent]) -> ExpiryOutcome {
     outcome
 }
 
+/// Conditional actions: see the module docs.
+pub fn first(events: &[ExpiryEvent]) -> ExpiryOutcome {
+    let mut outcome = ExpiryOutcome::default();
+    for event in events {
+        let archive = format!("{}_archive", event.table);
+        outcome.put_if_absent(&archive, &event.key, event.value.clone(), 0);
+        if let Ok(version) = std::str::from_utf8(&event.value) {
+            let lock = format!("{}_lock", event.table);
+            outcome.delete_if_version(&lock, &event.key, version);
+        }
+    }
+    outcome
+}
+
+/// Reads before writing: see the module docs.
+pub fn dedupe(events: &[ExpiryEvent]) -> Result<ExpiryOutcome, String> {
+    let mut outcome = ExpiryOutcome::default();
+    let Some(event) = events.first() else {
+        return Ok(outcome);
+    };
+    let config = format!("{}_config", event.table);
+    let prefix = ebb_guest::get(&config, "prefix")?
+        .map(|record| record.value)
+        .unwrap_or_default();
+    for (index, event) in events.iter().enumerate() {
+        let id: String = event.id.iter().map(|b| format!("{b:02x}")).collect();
+        let seen = format!("{}_seen", event.table);
+        if ebb_guest::get(&seen, &id)?.is_some() {
+            let dupes = format!("{}_dupes", event.table);
+            outcome.put(&dupes, &event.key, b"skipped".to_vec(), 0);
+            continue;
+        }
+        outcome.put(&seen, &id, event.key.clone().into_bytes(), 0);
+        let mut value = prefix.clone();
+        value.extend_from_slice(&event.value);
+        outcome.put(&format!("{}_out", event.table), &event.key, value, 0);
+        if event.value.starts_with(b"twice") && event.attempt == 1 {
+            outcome.retry(index);
+        }
+    }
+    Ok(outcome)
+}
+
+/// `ebb.get` from SQL: always an error from the host.
+pub fn peek(table: String, key: String) -> Result<Option<String>, String> {
+    Ok(ebb_guest::get(&table, &key)?.map(|r| String::from_utf8_lossy(&r.value).into_owned()))
+}
+
 /// The decimal number after `prefix` at the start of `value` (up to the
 /// first non-digit).
 fn number_after(value: &[u8], prefix: &[u8]) -> Option<usize> {
@@ -108,6 +171,9 @@ ebb_guest::export! {
     functions: {
         expiry "copy" => copy, "Archive, retry (fail*), trap (poison*), stall (slow*, spin*), allocate (hog N) or flood actions (spam N) by value prefix";
         expiry "stamp" => stamp, "Archive each event as '<value> attempt=<n>'";
+        expiry "dedupe" => dedupe, "Read a config record and skip event ids already recorded (ebb.get)";
+        scalar "peek" => peek, "ebb.get from SQL (refused by the host)";
+        expiry "first" => first, "Archive only if absent; delete <table>_lock/<key> only at the version the value names";
     }
 }
 
@@ -126,6 +192,7 @@ mod tests {
             expires_at_ms: 2,
             observed_at_ms: 3,
             attempt: 2,
+            ..ExpiryEvent::default()
         }
     }
 
@@ -176,6 +243,42 @@ mod tests {
     }
 
     #[test]
+    fn dedupe_reads_its_config_and_skips_seen_ids() {
+        use ebb_guest::testing::{clear_records, put_record};
+        let record = |value: &[u8]| ebb_guest::Record {
+            value: value.to_vec(),
+            ..ebb_guest::Record::default()
+        };
+        put_record("t_config", "prefix", record(b"p:"));
+        put_record("t_seen", &"00".repeat(32), record(b"a"));
+        let outcome = dedupe(&[event("a", b"x"), {
+            let mut e = event("b", b"y");
+            e.id = vec![1; 32];
+            e
+        }])
+        .unwrap();
+        let writes: Vec<(String, String, Vec<u8>)> = outcome
+            .actions
+            .iter()
+            .map(|action| match action {
+                ebb_guest::Action::Put {
+                    table, key, value, ..
+                } => (table.clone(), key.clone(), value.clone()),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            writes,
+            vec![
+                ("t_dupes".into(), "a".into(), b"skipped".to_vec()),
+                ("t_seen".into(), "01".repeat(32), b"b".to_vec()),
+                ("t_out".into(), "b".into(), b"p:y".to_vec()),
+            ]
+        );
+        clear_records();
+    }
+
+    #[test]
     fn stamp_appends_the_attempt() {
         let outcome = stamp(&[event("k", b"v")]);
         assert_eq!(
@@ -185,6 +288,7 @@ mod tests {
                 key: "k".into(),
                 value: b"v attempt=2".to_vec(),
                 ttl_ms: 0,
+                condition: ebb_guest::Condition::Always,
             }]
         );
     }
