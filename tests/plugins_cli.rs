@@ -52,7 +52,10 @@ fn plugins_are_called_locally_pushed_listed_and_used_in_sql() {
     assert_eq!((code, out.trim()), (0, "2"));
     let (code, _, err) = ebb("http://127.0.0.1:9", &["plugin", "call", json, "nope"]);
     assert_eq!(code, 1);
-    assert!(err.contains("no function nope"), "{err}");
+    assert!(
+        err.contains("no function nope") && err.contains("get_int"),
+        "the functions are listed: {err}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
@@ -121,4 +124,88 @@ fn a_signal_while_the_plugin_dir_installs_still_shuts_down_cleanly() {
         &["--plugin-dir", plugins.path().to_str().unwrap()],
     );
     assert_eq!(server.stop(), 0, "caught, not the default action");
+}
+
+#[test]
+fn handlers_are_called_locally_on_json_events_and_print_their_actions() {
+    let flaky = wasm("ebb_test_flaky");
+    let flaky = flaky.to_str().unwrap();
+    let offline = "http://127.0.0.1:9";
+    let (code, out, err) = ebb(
+        offline,
+        &[
+            "plugin",
+            "call",
+            flaky,
+            "dedupe",
+            r#"{"key": "a", "value": "x", "table": "t"}"#,
+            "--record",
+            "t_config/prefix=p:",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("put t_seen/"), "{out}");
+    assert_eq!(lines[1], "put t_out/a = p:x", "{out}");
+
+    // JSON output, a binding config, a conditional action.
+    let archive = wasm("ebb_plugin_archive");
+    let (code, out, err) = ebb(
+        offline,
+        &[
+            "--format",
+            "json",
+            "plugin",
+            "call",
+            archive.to_str().unwrap(),
+            "copy",
+            r#"{"key": "s1", "value": "alice", "table": "sessions"}"#,
+            "--config",
+            r#"{"table": "old"}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let answer: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({"actions": [{"op": "put", "table": "old", "key": "s1", "value": "alice", "ttl_ms": 0}], "failed": []})
+    );
+    let (code, out, err) = ebb(
+        offline,
+        &[
+            "plugin",
+            "call",
+            flaky,
+            "first",
+            r#"{"key": "k", "value": "1.0@n1"}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "put t_archive/k = 1.0@n1 if absent",
+            "delete t_lock/k if version 1.0@n1"
+        ]
+    );
+
+    // Bad events say what to write; a guest error is an error.
+    let (code, _, err) = ebb(offline, &["plugin", "call", flaky, "copy", "{}"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("key (a string) is required"), "{err}");
+    let (code, _, err) = ebb(
+        offline,
+        &[
+            "plugin",
+            "call",
+            archive.to_str().unwrap(),
+            "copy",
+            r#"{"key": "k"}"#,
+            "--config",
+            r#"{"tabel": 1}"#,
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("bad binding config"), "{err}");
 }

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod duration;
 pub mod expiry;
 pub mod export;
+pub mod handler_call;
 pub mod import;
 pub mod plugin;
 pub mod serve;

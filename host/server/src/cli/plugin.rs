@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::Format;
 use super::client::{Client, ClientError, encode_segment};
+use super::handler_call;
 use ebb_host::codec::{from_proto, to_proto};
 use ebb_host::plugin::{PluginLimits, PluginRuntime};
 
@@ -42,14 +43,25 @@ pub enum PluginCommand {
         name: String,
     },
     /// Run a function of a local module in the server's sandbox. Scalars get
-    /// the arguments as one row; aggregates get each argument as a row.
+    /// the arguments as one row; aggregates get each argument as a row;
+    /// expiry handlers get each argument as an event, a JSON object such as
+    /// '{"key": "s1", "value": "alice", "table": "sessions"}', and print
+    /// their actions.
     Call {
         /// The .wasm file.
         file: PathBuf,
         /// Function name.
         function: String,
-        /// Arguments: JSON (42, "text", null, {"base64": ...}) or plain text.
+        /// Arguments: JSON (42, "text", null, {"base64": ...}) or plain
+        /// text; for a handler, one JSON event object each.
         args: Vec<String>,
+        /// For a handler: the binding's config, as JSON.
+        #[arg(long)]
+        config: Option<String>,
+        /// For a handler: a record its ebb.get finds, TABLE/KEY=VALUE
+        /// (repeatable; other keys read as absent).
+        #[arg(long = "record")]
+        records: Vec<String>,
     },
 }
 
@@ -260,6 +272,8 @@ pub fn run(
             file,
             function,
             args,
+            config,
+            records,
         } => {
             let bytes = std::fs::read(&file)
                 .map_err(|e| fail(format!("cannot read {}: {e}", file.display())))?;
@@ -271,10 +285,21 @@ pub fn run(
             let version = registry
                 .install(&store, "local", &bytes)
                 .map_err(|e| fail(e.to_string()))?;
-            let decl = version
-                .function(&function)
-                .cloned()
-                .ok_or_else(|| fail(format!("the module has no function {function}")))?;
+            let decl = version.function(&function).cloned().ok_or_else(|| {
+                let names: Vec<&str> = version
+                    .manifest
+                    .functions
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect();
+                fail(format!(
+                    "the module has no function {function}; it has: {}",
+                    names.join(", ")
+                ))
+            })?;
+            if decl.kind == abi::FunctionKind::ExpiryHandler as i32 {
+                return call_handler(&version, &decl.name, &args, config, &records, format);
+            }
             let values: Vec<ebb_query::Value> = args.iter().map(|a| arg_value(a)).collect();
             let deadline = version.runtime().limits().query_deadline;
             let call = |call: abi::call_request::Call| {
@@ -326,7 +351,8 @@ pub fn run(
                 }
                 _ => {
                     return Err(fail(format!(
-                        "{function} is an expiry handler; call scalars and aggregates"
+                        "{function} is of a kind this ebb cannot call ({})",
+                        decl.kind
                     )));
                 }
             };
@@ -343,6 +369,46 @@ pub fn run(
                 _ => println!("{}", ebb_host::codec::to_json(&value)),
             }
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `plugin call` on an expiry handler: the arguments are its events, and
+/// the answer is printed as actions and retries. A guest error or trap is
+/// an error (exit 1).
+fn call_handler(
+    version: &ebb_host::plugin::PluginVersion,
+    function: &str,
+    args: &[String],
+    config: Option<String>,
+    records: &[String],
+    format: Format,
+) -> Result<ExitCode, ClientError> {
+    let events = handler_call::events(args).map_err(fail)?;
+    let config = match config {
+        None => String::new(),
+        Some(text) => serde_json::from_str::<Value>(&text)
+            .map_err(|e| fail(format!("--config is not JSON: {e}")))?
+            .to_string(),
+    };
+    let reader = std::sync::Arc::new(handler_call::Records::parse(records).map_err(fail)?);
+    let deadline = version.runtime().limits().expiry_deadline;
+    let call = abi::call_request::Call::Expiry(abi::ExpiryBatch { events, config });
+    let response = version
+        .call_handler(function, call, deadline, reader)
+        .map_err(|e| fail(e.to_string()))?;
+    let Some(abi::call_response::Result::Expiry(result)) = response.result else {
+        return Err(fail(format!(
+            "{function} answered no ExpiryResult: {response:?}"
+        )));
+    };
+    match format {
+        Format::Human => {
+            for line in handler_call::answer_lines(&result) {
+                println!("{line}");
+            }
+        }
+        _ => println!("{}", handler_call::answer_json(&result)),
     }
     Ok(ExitCode::SUCCESS)
 }
