@@ -1,4 +1,5 @@
-//! ebb's protobuf messages, generated from `proto/` at build time.
+//! ebb's protobuf messages, generated from `proto/` at build time (the
+//! `engine` feature), and the plugin ABI, checked in.
 //!
 //! `record::v1` is the persisted record envelope (its field numbers are part
 //! of the on-disk format); `query::v1` is the SQL page protocol and the
@@ -11,6 +12,7 @@
 //! the hot path of plugin calls.
 
 /// The persisted record envelope (`ebb.record.v1`).
+#[cfg(feature = "engine")]
 pub mod record {
     /// Version 1 of the record envelope.
     pub mod v1 {
@@ -19,6 +21,7 @@ pub mod record {
 }
 
 /// The page protocol and cursors of the SQL executor (`ebb.query.v1`).
+#[cfg(feature = "engine")]
 pub mod query {
     /// Version 1 of the query messages.
     pub mod v1 {
@@ -27,15 +30,19 @@ pub mod query {
 }
 
 /// Plugin ABI v1 (`ebb.plugin.v1`), shared by the host and the guest SDK.
+/// Checked in (`src/generated/`) rather than generated at build time, so a
+/// plugin's build needs no protobuf compiler; a test of the `engine`
+/// feature checks it against `plugin.proto`.
 pub mod plugin {
     /// Version 1 of the plugin ABI.
     pub mod v1 {
-        include!(concat!(env!("OUT_DIR"), "/ebb.plugin.v1.rs"));
+        include!("generated/ebb.plugin.v1.rs");
     }
 }
 
 /// Fragment commands, the payload of a fragment group's log
 /// (`ebb.fragment.v1`).
+#[cfg(feature = "engine")]
 pub mod fragment {
     /// Version 1 of the fragment commands.
     pub mod v1 {
@@ -44,6 +51,7 @@ pub mod fragment {
 }
 
 /// Expiry events at rest (`ebb.expiry.v1`).
+#[cfg(feature = "engine")]
 pub mod expiry {
     /// Version 1 of the stored expiry event.
     pub mod v1 {
@@ -52,6 +60,7 @@ pub mod expiry {
 }
 
 /// Raft state at rest: log entries, votes, log markers (`ebb.raft.v1`).
+#[cfg(feature = "engine")]
 pub mod raft {
     /// Version 1 of the Raft log format.
     pub mod v1 {
@@ -64,9 +73,24 @@ pub mod wire;
 pub use prost::Message;
 
 /// Client requests forwarded between members of a cluster (`ebb.cluster.v1`).
+#[cfg(feature = "engine")]
 pub mod cluster {
     /// Version 1 of the forwarded requests.
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/ebb.cluster.v1.rs"));
+    }
+}
+
+#[cfg(all(test, feature = "engine"))]
+mod tests {
+    /// The checked-in plugin ABI is what `plugin.proto` generates now.
+    #[test]
+    fn the_checked_in_plugin_abi_matches_plugin_proto() {
+        let generated = include_str!(concat!(env!("OUT_DIR"), "/ebb.plugin.v1.rs"));
+        let checked_in = include_str!("generated/ebb.plugin.v1.rs");
+        assert!(
+            generated == checked_in,
+            "proto/src/generated/ebb.plugin.v1.rs is stale: after changing plugin.proto, copy ebb.plugin.v1.rs from ebb-proto's OUT_DIR over it (see proto/src/lib.rs)"
+        );
     }
 }
