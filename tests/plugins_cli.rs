@@ -209,3 +209,35 @@ fn handlers_are_called_locally_on_json_events_and_print_their_actions() {
     assert_eq!(code, 1);
     assert!(err.contains("bad binding config"), "{err}");
 }
+
+#[test]
+fn a_new_plugin_crate_passes_its_own_tests_and_builds_for_wasm() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("greeter");
+    let offline = "http://127.0.0.1:9";
+    let (code, out, err) = ebb(
+        offline,
+        &["plugin", "new", "greeter", "--dir", dir.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("cargo test"), "{out}");
+    // This workspace's lock file pins the same versions, so the crate
+    // builds offline from the registry cache, reusing the shared target.
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::copy(workspace.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .args(["test", "--release", "--offline", "--quiet"])
+        .current_dir(&dir);
+    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
+        cargo.env("CARGO_TARGET_DIR", target);
+    }
+    let tested = cargo.output().unwrap();
+    let report = String::from_utf8_lossy(&tested.stdout).into_owned()
+        + &String::from_utf8_lossy(&tested.stderr);
+    assert!(tested.status.success(), "{report}");
+    assert!(report.contains("3 passed"), "{report}");
+    let (code, out, err) = ebb(offline, &["plugin", "build", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("greet") && out.contains("on_expiry"), "{out}");
+}

@@ -22,6 +22,19 @@ pub enum PluginCommand {
         /// The crate directory.
         dir: PathBuf,
     },
+    /// Create a plugin crate NAME with an example scalar, aggregate and
+    /// expiry handler and passing native tests (`cargo test`).
+    New {
+        /// Plugin name (a-z, 0-9, _), also the crate name.
+        name: String,
+        /// Directory to create (default ./NAME); must not exist or be empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The guest SDK to depend on (default: the guest-sdk directory of
+        /// the checkout this ebb was built from).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
     /// Upload a module, or build a crate directory and upload it.
     Push {
         /// A .wasm file or a plugin crate directory.
@@ -183,6 +196,13 @@ pub fn run(
     command: PluginCommand,
 ) -> Result<ExitCode, ClientError> {
     match command {
+        PluginCommand::New { name, dir, sdk } => {
+            let dir = super::scaffold::new_plugin(&name, dir, sdk).map_err(fail)?;
+            println!(
+                "created {}: cd there and run cargo test, then ebb plugin build . and ebb plugin push .",
+                dir.display()
+            );
+        }
         PluginCommand::Build { dir } => {
             let wasm = build(&dir)?;
             let (bytes, manifest) = compile(&wasm)?;
