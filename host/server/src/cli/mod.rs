@@ -228,6 +228,19 @@ impl ConditionArgs {
     }
 }
 
+/// Print the answer to a put or a TTL change: the version and deadline
+/// (`no_deadline` after the version when there is none).
+fn print_written(format: Format, json: &Value, no_deadline: &str) {
+    let version = json["version"].as_str().unwrap_or("?");
+    match format {
+        Format::Json | Format::Ndjson | Format::Csv => print_json(json),
+        Format::Human => match json["expires_at_ms"].as_u64() {
+            Some(at) => println!("ok: version {version} (expires at {at} ms)"),
+            None => println!("ok: version {version}{no_deadline}"),
+        },
+    }
+}
+
 /// `/v1/tables/{t}/keys/{k}?durability=D`.
 fn durable_key_path(table: &str, key: &str, durability: &str) -> String {
     format!(
@@ -335,17 +348,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
                 Some((&bytes, "application/octet-stream")),
                 &headers,
             )?;
-            let json = reply.json()?;
-            match format {
-                Format::Json | Format::Ndjson | Format::Csv => print_json(&json),
-                Format::Human => match json["expires_at_ms"].as_u64() {
-                    Some(at) => println!(
-                        "ok: version {} (expires at {at} ms)",
-                        json["version"].as_str().unwrap_or("?")
-                    ),
-                    None => println!("ok: version {}", json["version"].as_str().unwrap_or("?")),
-                },
-            }
+            print_written(format, &reply.json()?, "");
             Ok(ExitCode::SUCCESS)
         }
         Command::Get {
@@ -434,19 +437,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
                     &headers,
                 )?
                 .json()?;
-            match format {
-                Format::Json | Format::Ndjson | Format::Csv => print_json(&json),
-                Format::Human => match json["expires_at_ms"].as_u64() {
-                    Some(at) => println!(
-                        "ok: version {} (expires at {at} ms)",
-                        json["version"].as_str().unwrap_or("?")
-                    ),
-                    None => println!(
-                        "ok: version {} (no TTL)",
-                        json["version"].as_str().unwrap_or("?")
-                    ),
-                },
-            }
+            print_written(format, &json, " (no TTL)");
             Ok(ExitCode::SUCCESS)
         }
         Command::Sql {
