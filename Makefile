@@ -9,7 +9,7 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run cluster example test fuzz-soak bench bench-all bench-sql bench-plugins bench-expiry bench-http bench-cluster bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
+.PHONY: run cluster example test fuzz-soak bench bench-all bench-sql bench-plugins bench-expiry bench-http bench-triggers bench-cluster bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -79,6 +79,10 @@ bench-expiry: prereqs plugins
 
 bench-http: prereqs
 	./scripts/bench-http.sh
+
+# Write throughput of a table with a change handler against an unbound one.
+bench-triggers: prereqs plugins
+	./scripts/bench-triggers.sh
 
 # Three members against one node and a three-member etcd, and failover time.
 bench-cluster: prereqs

@@ -1024,6 +1024,90 @@ fn expiry_events_are_handled_through_a_leader_kill_and_leave_every_outbox() {
     });
 }
 
+#[test]
+fn change_events_are_replicated_and_handled_through_a_leader_kill() {
+    const KEYS: usize = 600;
+    let mut cluster = Cluster::start(3, &[]);
+    let flaky = std::fs::read(common::wasm("ebb_test_flaky")).unwrap();
+    let upload = call(
+        "PUT",
+        &format!("{}/v1/plugins/flaky", cluster.url(0)),
+        &[],
+        Some(&flaky),
+    );
+    assert_eq!(upload.status, 200, "{}", upload.text());
+    let bind = call(
+        "PUT",
+        &format!("{}/v1/tables/orders/change-handler", cluster.url(2)),
+        &[("content-type", "application/json")],
+        Some(br#"{"plugin": "flaky", "function": "record", "max_batch": 50}"#),
+    );
+    assert_eq!(bind.status, 200, "{}", bind.text());
+    let status = |cluster: &Cluster, i: usize| {
+        let answer = call(
+            "GET",
+            &format!("{}/v1/tables/orders/change-handler", cluster.url(i)),
+            &[],
+            None,
+        );
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        answer.json()
+    };
+    for i in 0..3 {
+        assert_eq!(
+            status(&cluster, i)["binding"]["function"],
+            "record",
+            "node {}",
+            i + 1
+        );
+    }
+    // Writes through every member, a leader killed half-way.
+    let mut written = BTreeSet::new();
+    let mut write = |cluster: &Cluster, k: usize| {
+        let key = format!("o{k:04}");
+        let answer = put(cluster.url(k % 3), "orders", &key, &format!("v{k}"));
+        if answer.status == 200 {
+            let version = answer.header("ebb-version").unwrap().to_string();
+            written.insert(format!("{key}@{version}"));
+        }
+    };
+    for k in 0..KEYS / 2 {
+        write(&cluster, k);
+    }
+    let victim = cluster.busiest_leader(0);
+    cluster.kill(victim);
+    cluster.wait_for_leaders();
+    let alive: Vec<usize> = (0..3).filter(|&i| i != victim).collect();
+    for k in KEYS / 2..KEYS {
+        let key = format!("o{k:04}");
+        let answer = put(cluster.url(alive[k % 2]), "orders", &key, &format!("v{k}"));
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        let version = answer.header("ebb-version").unwrap().to_string();
+        written.insert(format!("{key}@{version}"));
+    }
+    cluster.restart(victim);
+    cluster.wait_for_leaders();
+    assert!(
+        written.len() >= KEYS - 1,
+        "at most the write in flight at the kill failed"
+    );
+    // Every acknowledged write recorded once its event was handled, and
+    // every replica's outbox empty.
+    wait_until(Duration::from_secs(60), "every change recorded", || {
+        let rows = sql_rows(cluster.url(alive[0]), "SELECT key FROM seen");
+        let seen: std::collections::BTreeSet<String> = rows
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|row| row[0].as_str().map(str::to_string))
+            .collect();
+        written.iter().all(|write| seen.contains(write))
+    });
+    wait_until(WAIT, "every replica's outbox empty", || {
+        (0..3).all(|i| status(&cluster, i)["status"]["stored_events"] == 0)
+    });
+}
+
 /// Rows of `sessions_archive` member `i` holds.
 fn archived(cluster: &Cluster, i: usize) -> usize {
     let rows = sql_rows(cluster.url(i), "SELECT count(*) FROM sessions_archive");

@@ -264,13 +264,13 @@ async fn failing_events_back_off_then_dead_letter_and_redrive_after_the_fix() {
     let page = node.dead_letters("jobs", None, 100).await.unwrap();
     assert_eq!(page.events.len(), 5);
     for dead in &page.events {
-        assert_eq!(dead.event().attempt, 4, "dead after max_attempts");
+        assert_eq!(dead.attempt(), 4, "dead after max_attempts");
         assert!(
             dead.stored.last_error.contains("failed"),
             "{:?}",
             dead.stored.last_error
         );
-        assert!(dead.event().key.starts_with("bad"));
+        assert!(dead.record_key().starts_with("bad"));
     }
     // Each attempt left a marker; the delays between attempts grow.
     let attempts = node.table("jobs_attempts").unwrap();
@@ -309,8 +309,7 @@ async fn failing_events_back_off_then_dead_letter_and_redrive_after_the_fix() {
     install(&node, "handler", "ebb_plugin_archive").await;
     let one = vec![
         page.events[0]
-            .event()
-            .id
+            .id()
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect(),
@@ -358,7 +357,7 @@ async fn a_poison_event_does_not_hold_back_the_rest_of_its_batch() {
     )
     .await;
     let page = node.dead_letters("t", None, 10).await.unwrap();
-    assert_eq!(page.events[0].event().key, "k100x");
+    assert_eq!(page.events[0].record_key(), "k100x");
     assert!(
         page.events[0].stored.last_error.contains("trap"),
         "{}",

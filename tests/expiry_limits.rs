@@ -163,8 +163,8 @@ async fn a_handler_past_its_deadline_is_stopped_retried_and_dead_lettered() {
     let page = node.dead_letters("t", None, 10).await.unwrap();
     assert_eq!(page.events.len(), 1);
     let dead = &page.events[0];
-    assert_eq!(dead.event().key, "stuck");
-    assert_eq!(dead.event().attempt, 3, "retried up to max_attempts");
+    assert_eq!(dead.record_key(), "stuck");
+    assert_eq!(dead.attempt(), 3, "retried up to max_attempts");
     assert!(
         dead.stored
             .last_error
@@ -175,7 +175,7 @@ async fn a_handler_past_its_deadline_is_stopped_retried_and_dead_lettered() {
     // Each of the three calls ran until the deadline, not less (the epoch
     // ticks at most every 2 ms, so a 1 s deadline lasts at least 998 ms);
     // load can only make them longer.
-    let spent = dead.stored.dead_at_ms - dead.event().observed_at_ms;
+    let spent = dead.stored.dead_at_ms - dead.expiry_event().unwrap().observed_at_ms;
     assert!(spent >= 2900, "three 1 s calls took {spent} ms");
     assert_eq!(value(&node, "t_archive", "stuck").await, None);
     node.shutdown().await.unwrap();
@@ -300,8 +300,8 @@ async fn more_actions_than_the_per_event_limit_fail_the_call_and_none_is_written
     .await;
     let page = node.dead_letters("t", None, 10).await.unwrap();
     let dead = &page.events[0];
-    assert_eq!(dead.event().key, "over");
-    assert_eq!(dead.event().attempt, 2, "retried up to max_attempts");
+    assert_eq!(dead.record_key(), "over");
+    assert_eq!(dead.attempt(), 2, "retried up to max_attempts");
     assert!(
         dead.stored
             .last_error

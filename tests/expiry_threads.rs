@@ -124,6 +124,7 @@ async fn bind(node: &Node, table: &str, plugin: &str, max_batch: u32) {
             max_batch: Some(max_batch),
             max_attempts: Some(10),
             config: None,
+            prefix: None,
         },
     )
     .await

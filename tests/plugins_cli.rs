@@ -190,6 +190,38 @@ fn handlers_are_called_locally_on_json_events_and_print_their_actions() {
         ]
     );
 
+    // A change handler takes change events.
+    let (code, out, err) = ebb(
+        offline,
+        &[
+            "plugin",
+            "call",
+            flaky,
+            "record",
+            r#"{"key": "o/1", "value": "x", "new_version": "7.0@n1"}"#,
+            r#"{"key": "o/2", "deleted": true}"#,
+            "--config",
+            r#"{"table": "log"}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["put log/o/1@7.0@n1 = x", "put log/o/2@1.0@local = deleted"]
+    );
+    let (code, _, err) = ebb(
+        offline,
+        &[
+            "plugin",
+            "call",
+            flaky,
+            "record",
+            r#"{"key": "k", "version": "1.0@n"}"#,
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("change events take"), "{err}");
+
     // Bad events say what to write; a guest error is an error.
     let (code, _, err) = ebb(offline, &["plugin", "call", flaky, "copy", "{}"]);
     assert_eq!(code, 1);
@@ -236,8 +268,11 @@ fn a_new_plugin_crate_passes_its_own_tests_and_builds_for_wasm() {
     let report = String::from_utf8_lossy(&tested.stdout).into_owned()
         + &String::from_utf8_lossy(&tested.stderr);
     assert!(tested.status.success(), "{report}");
-    assert!(report.contains("3 passed"), "{report}");
+    assert!(report.contains("4 passed"), "{report}");
     let (code, out, err) = ebb(offline, &["plugin", "build", dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("greet") && out.contains("on_expiry"), "{out}");
+    assert!(
+        out.contains("greet") && out.contains("on_expiry") && out.contains("audit"),
+        "{out}"
+    );
 }

@@ -36,3 +36,5 @@ mod shutdown;
 mod sql_http;
 #[path = "sync_durability.rs"]
 mod sync_durability;
+#[path = "triggers.rs"]
+mod triggers;

@@ -1,12 +1,13 @@
 //! The general call path: a decoded `CallRequest` answered by kind (scalar
-//! batch, aggregate init/update/merge/finish, expiry batch), every failure
-//! turned into a `CallResponse` error. The fast path (`fastpath.rs`) takes
-//! the hot calls first and answers exactly as this path would.
+//! batch, aggregate init/update/merge/finish, expiry or change batch), every
+//! failure turned into a `CallResponse` error. The fast path (`fastpath.rs`)
+//! takes the hot calls first and answers exactly as this path would.
 
 use ebb_proto::plugin::v1 as proto;
 use proto::call_request::Call;
 use proto::call_response::Result as Reply;
 
+use crate::change::ChangeEvent;
 use crate::expiry::ExpiryEvent;
 use crate::registry::{Function, Handler, Registry};
 use crate::value::{Value, ValueRef};
@@ -90,20 +91,27 @@ fn dispatch(function: &Function, call: Option<Call>) -> Result<Reply, String> {
             let outcome = crate::binding::with_config(batch.config, || f(&events))?;
             Ok(Reply::Expiry(outcome.into_proto(events.len())?))
         }
+        (Handler::Change(f), Call::Change(batch)) => {
+            let events: Vec<ChangeEvent> = batch.events.into_iter().map(Into::into).collect();
+            let outcome = crate::binding::with_config(batch.config, || f(&events))?;
+            Ok(Reply::Expiry(outcome.into_proto(events.len())?))
+        }
         (handler, call) => Err(format!(
-            "is {}; it cannot answer a {} call",
+            "is {}; it cannot answer {} call",
             match handler {
                 Handler::Scalar(_) | Handler::ScalarRef(_) => "a scalar function",
                 Handler::Aggregate(_) => "an aggregate",
                 Handler::Expiry(_) => "an expiry handler",
+                Handler::Change(_) => "a change handler",
             },
             match call {
-                Call::Scalar(_) => "scalar",
-                Call::AggInit(_) => "agg_init",
-                Call::AggUpdate(_) => "agg_update",
-                Call::AggMerge(_) => "agg_merge",
-                Call::AggFinish(_) => "agg_finish",
-                Call::Expiry(_) => "expiry",
+                Call::Scalar(_) => "a scalar",
+                Call::AggInit(_) => "an agg_init",
+                Call::AggUpdate(_) => "an agg_update",
+                Call::AggMerge(_) => "an agg_merge",
+                Call::AggFinish(_) => "an agg_finish",
+                Call::Expiry(_) => "an expiry",
+                Call::Change(_) => "a change",
             }
         )),
     }

@@ -22,7 +22,9 @@
 //! Its `src/lib.rs`:
 //!
 //! ```
-//! use ebb_guest::{Aggregate, ExpiryEvent, ExpiryOutcome, Level, Value};
+//! use ebb_guest::{
+//!     Aggregate, ChangeEvent, ChangeOutcome, ExpiryEvent, ExpiryOutcome, Level, Value,
+//! };
 //!
 //! /// Scalar: arity and conversions come from the signature. A NULL argument
 //! /// makes the result NULL unless the parameter is an `Option`.
@@ -67,6 +69,21 @@
 //!     outcome
 //! }
 //!
+//! /// Change handler: keep each written value's length in `sizes`. Events of a
+//! /// key come in order and at least once; deletes have no value.
+//! fn sizes(events: &[ChangeEvent]) -> ChangeOutcome {
+//!     let mut outcome = ChangeOutcome::default();
+//!     for event in events {
+//!         if event.deleted {
+//!             outcome.delete("sizes", &event.key);
+//!         } else {
+//!             let size = event.value.len().to_string().into_bytes();
+//!             outcome.put("sizes", &event.key, size, 0);
+//!         }
+//!     }
+//!     outcome
+//! }
+//!
 //! ebb_guest::export! {
 //!     name: "demo",
 //!     version: "0.1.0",
@@ -75,6 +92,7 @@
 //!         scalar "ratio" => ratio, "a / b; fails on division by zero";
 //!         aggregate "total" => Total, "Sum of integers";
 //!         expiry "archive" => archive, "Copies expired records to `archive`";
+//!         change "sizes" => sizes, "Keeps each value's length in `sizes`";
 //!     }
 //! }
 //!
@@ -95,7 +113,10 @@
 //!     testing::aggregate(p, "total", vec![rows(&[1, 2]), rows(&[3])]),
 //!     Ok(Value::Int(6)),
 //! );
-//! assert_eq!(p.manifest().functions.len(), 4);
+//! let write = ChangeEvent { key: "k".into(), value: b"abc".to_vec(), ..Default::default() };
+//! let outcome = testing::change(p, "sizes", vec![write]).unwrap();
+//! assert_eq!(outcome.actions.len(), 1);
+//! assert_eq!(p.manifest().functions.len(), 5);
 //! ```
 //!
 //! [`export!`] defines `pub fn plugin() -> &'static Plugin` in the calling
@@ -113,6 +134,7 @@
 
 mod aggregate;
 pub mod binding;
+mod change;
 mod dispatch;
 mod expiry;
 mod fastpath;
@@ -131,6 +153,7 @@ pub mod state;
 pub mod testing;
 
 pub use aggregate::Aggregate;
+pub use change::{ChangeEvent, ChangeOutcome};
 /// Protobuf encoding of the [`proto`] messages.
 pub use ebb_proto::Message;
 /// The ABI v1 messages, for tests and advanced use.
@@ -153,6 +176,7 @@ pub use value::{EmptyValueError, FromValue, FromValueError, IntoValue, Value, Va
 ///         scalar_ref(2) "at" => at,   "description";   // fn(&[ValueRef]) -> R, 2 args
 ///         aggregate "avg"   => Avg,   "description";   // type: Aggregate
 ///         expiry    "copy"  => copy,  "description";   // fn(&[ExpiryEvent]) -> R
+///         change    "audit" => audit, "description";   // fn(&[ChangeEvent]) -> R
 ///     }
 /// }
 /// ```
@@ -232,11 +256,14 @@ macro_rules! __export_function {
     ($plugin:ident, expiry, $name:literal, $f:path, $desc:expr) => {
         $plugin.expiry($name, $desc, $f)
     };
+    ($plugin:ident, change, $name:literal, $f:path, $desc:expr) => {
+        $plugin.change($name, $desc, $f)
+    };
     ($plugin:ident, $other:ident, $name:literal, $f:path, $desc:expr) => {
         ::std::compile_error!(::std::concat!(
             "unknown function kind `",
             ::std::stringify!($other),
-            "`; use scalar, aggregate or expiry"
+            "`; use scalar, scalar_ref(N), aggregate, expiry or change"
         ))
     };
 }

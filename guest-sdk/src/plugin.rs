@@ -9,11 +9,12 @@ use ebb_proto::Message;
 use ebb_proto::plugin::v1 as proto;
 
 use crate::aggregate::{Aggregate, AggregateOf, ErasedAggregate};
+use crate::change::ChangeEvent;
 use crate::dispatch::{self, error_response};
 use crate::expiry::{ExpiryEvent, ExpiryOutput};
 use crate::fastpath;
 use crate::registry::{
-    ExpiryHandler, Function, Handler, Registry, ScalarHandler, ScalarRefHandler,
+    ChangeHandler, ExpiryHandler, Function, Handler, Registry, ScalarHandler, ScalarRefHandler,
 };
 use crate::scalar::{ScalarFn, ScalarOutput};
 use crate::value::ValueRef;
@@ -97,6 +98,18 @@ impl Plugin {
         self.add(name, description, 1, Handler::Expiry(call))
     }
 
+    /// Registers a change handler: called with batches of the writes and
+    /// deletes of the table it is bound to, it answers like an expiry
+    /// handler (an `Err` fails the whole batch, which is delivered again).
+    pub fn change<F, R>(self, name: &str, description: &str, f: F) -> Self
+    where
+        F: Fn(&[ChangeEvent]) -> R + Send + Sync + 'static,
+        R: ExpiryOutput,
+    {
+        let call: ChangeHandler = Box::new(move |events| f(events).into_outcome());
+        self.add(name, description, 1, Handler::Change(call))
+    }
+
     /// The manifest the host reads at upload.
     pub fn manifest(&self) -> proto::Manifest {
         let functions = self
@@ -109,6 +122,7 @@ impl Plugin {
                     Handler::Scalar(_) | Handler::ScalarRef(_) => proto::FunctionKind::Scalar,
                     Handler::Aggregate(_) => proto::FunctionKind::Aggregate,
                     Handler::Expiry(_) => proto::FunctionKind::ExpiryHandler,
+                    Handler::Change(_) => proto::FunctionKind::ChangeHandler,
                 } as i32,
                 arg_count: f.arg_count,
                 description: f.description.clone(),

@@ -3,6 +3,7 @@
 //! paths (`dispatch.rs`, `fastpath.rs`) answer from it.
 
 use crate::aggregate::ErasedAggregate;
+use crate::change::ChangeEvent;
 use crate::expiry::{ExpiryEvent, ExpiryOutcome};
 use crate::value::{Value, ValueRef};
 
@@ -11,6 +12,8 @@ pub(crate) type ScalarRefHandler =
     Box<dyn Fn(&[ValueRef<'_>]) -> Result<Value, String> + Send + Sync>;
 pub(crate) type ExpiryHandler =
     Box<dyn Fn(&[ExpiryEvent]) -> Result<ExpiryOutcome, String> + Send + Sync>;
+pub(crate) type ChangeHandler =
+    Box<dyn Fn(&[ChangeEvent]) -> Result<ExpiryOutcome, String> + Send + Sync>;
 
 /// What runs a function, by kind.
 pub(crate) enum Handler {
@@ -18,6 +21,7 @@ pub(crate) enum Handler {
     ScalarRef(ScalarRefHandler),
     Aggregate(Box<dyn ErasedAggregate>),
     Expiry(ExpiryHandler),
+    Change(ChangeHandler),
 }
 
 /// One function of a plugin.

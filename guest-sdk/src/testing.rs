@@ -9,6 +9,7 @@ use ebb_proto::plugin::v1 as proto;
 use proto::call_request::Call;
 use proto::call_response::Result as Reply;
 
+use crate::change::ChangeEvent;
 use crate::expiry::{Action, ExpiryEvent, ExpiryOutcome};
 use crate::plugin::Plugin;
 use crate::value::Value;
@@ -163,7 +164,38 @@ pub fn expiry_with_config(
         events: events.into_iter().map(Into::into).collect(),
         config: config.to_owned(),
     };
-    let result = match request(plugin, function, Call::Expiry(batch))? {
+    outcome(request(plugin, function, Call::Expiry(batch))?)
+}
+
+/// Calls change handler `function` on a batch of events, as a binding
+/// without `config` would.
+pub fn change(
+    plugin: &Plugin,
+    function: &str,
+    events: Vec<ChangeEvent>,
+) -> Result<ExpiryOutcome, String> {
+    change_with_config(plugin, function, events, "")
+}
+
+/// Calls change handler `function` on a batch of events, as a binding
+/// whose `config` is the JSON text `config` would (empty: none); the
+/// handler reads it with [`crate::binding::config`].
+pub fn change_with_config(
+    plugin: &Plugin,
+    function: &str,
+    events: Vec<ChangeEvent>,
+    config: &str,
+) -> Result<ExpiryOutcome, String> {
+    let batch = proto::ChangeBatch {
+        events: events.into_iter().map(Into::into).collect(),
+        config: config.to_owned(),
+    };
+    outcome(request(plugin, function, Call::Change(batch))?)
+}
+
+/// The outcome an expiry or change handler answered.
+fn outcome(reply: Reply) -> Result<ExpiryOutcome, String> {
+    let result = match reply {
         Reply::Expiry(result) => result,
         other => return unexpected(other),
     };

@@ -1,7 +1,9 @@
 //! Dispatch through the encoded ABI path: manifest, every call kind, and every error path.
 
 use ebb_guest::proto::{self, call_request::Call, call_response::Result as Reply};
-use ebb_guest::{Aggregate, ExpiryEvent, ExpiryOutcome, Message, Value, testing};
+use ebb_guest::{
+    Aggregate, ChangeEvent, ChangeOutcome, ExpiryEvent, ExpiryOutcome, Message, Value, testing,
+};
 
 fn concat(args: &[Value]) -> String {
     args.iter()
@@ -64,6 +66,30 @@ fn bogus(events: &[ExpiryEvent]) -> ExpiryOutcome {
     outcome
 }
 
+/// Puts each write as `key@new_version` into the config's text (or
+/// `journal`), deletes as `deleted`; a key `retry` is retried; a key
+/// `err` fails the batch.
+fn journal(events: &[ChangeEvent]) -> Result<ChangeOutcome, String> {
+    let table = ebb_guest::binding::config().unwrap_or_else(|| "journal".to_owned());
+    let mut outcome = ChangeOutcome::default();
+    for (index, event) in events.iter().enumerate() {
+        match event.key.as_str() {
+            "err" => return Err(format!("cannot journal {}", event.new_version)),
+            "retry" => outcome.retry(index),
+            key => {
+                let value = if event.deleted {
+                    b"deleted".to_vec()
+                } else {
+                    event.value.clone()
+                };
+                let key = format!("{key}@{}", event.new_version);
+                outcome.put_if_version(&table, &key, value, 0, &event.old_version);
+            }
+        }
+    }
+    Ok(outcome)
+}
+
 ebb_guest::export! {
     name: "t",
     version: "1.2.3",
@@ -74,6 +100,7 @@ ebb_guest::export! {
         aggregate "count" => Count, "counts non-NULL rows";
         expiry "mirror" => mirror, "mirrors expired records";
         expiry "bogus" => bogus, "returns an out-of-range index";
+        change "journal" => journal, "journals writes by version";
     }
 }
 
@@ -100,7 +127,7 @@ fn manifest_describes_every_function() {
         .iter()
         .map(|f| (f.name.as_str(), f.kind, f.arg_count))
         .collect();
-    use proto::FunctionKind::{Aggregate, ExpiryHandler, Scalar};
+    use proto::FunctionKind::{Aggregate, ChangeHandler, ExpiryHandler, Scalar};
     assert_eq!(
         decls,
         [
@@ -110,6 +137,7 @@ fn manifest_describes_every_function() {
             ("count", Aggregate as i32, 1),
             ("mirror", ExpiryHandler as i32, 1),
             ("bogus", ExpiryHandler as i32, 1),
+            ("journal", ChangeHandler as i32, 1),
         ]
     );
     assert_eq!(m.functions[1].description, "checked addition");
@@ -150,7 +178,7 @@ fn function_errors_name_the_function() {
     assert_eq!(
         testing::scalar(plugin(), "nope", vec![]),
         Err(
-            "t.nope: no such function (the plugin has: concat, add, greet, count, mirror, bogus)"
+            "t.nope: no such function (the plugin has: concat, add, greet, count, mirror, bogus, journal)"
                 .into()
         )
     );
@@ -162,7 +190,7 @@ fn function_errors_name_the_function() {
     );
     assert_eq!(
         error_of("add", Some(Call::AggInit(proto::AggInit {}))),
-        "t.add: is a scalar function; it cannot answer a agg_init call"
+        "t.add: is a scalar function; it cannot answer an agg_init call"
     );
 }
 
@@ -244,5 +272,72 @@ fn expiry_outcomes_carry_actions_and_retries() {
     assert_eq!(
         testing::expiry(plugin(), "bogus", vec![event("a")]),
         Err("t.bogus: failed index 1 is out of range for a batch of 1 events".into())
+    );
+}
+
+#[test]
+fn change_batches_answer_actions_and_retries_with_the_binding_config() {
+    let event = |key: &str, new_version: &str| ChangeEvent {
+        id: vec![1; 32],
+        table: "t".into(),
+        key: key.to_owned(),
+        old_version: "1.0@w".into(),
+        new_version: new_version.to_owned(),
+        value: key.as_bytes().to_vec(),
+        written_at_ms: 5,
+        attempt: 1,
+        ..ChangeEvent::default()
+    };
+    let deleted = ChangeEvent {
+        deleted: true,
+        value: Vec::new(),
+        ..event("b", "3.0@w")
+    };
+    let batch = vec![event("a", "2.0@w"), event("retry", "2.1@w"), deleted];
+    let outcome = testing::change_with_config(plugin(), "journal", batch, "log").unwrap();
+    assert_eq!(outcome.failed, [1]);
+    let put = |key: &str, value: &[u8]| ebb_guest::Action::Put {
+        table: "log".into(),
+        key: key.into(),
+        value: value.to_vec(),
+        ttl_ms: 0,
+        condition: ebb_guest::Condition::Version("1.0@w".into()),
+    };
+    assert_eq!(
+        outcome.actions,
+        [put("a@2.0@w", b"a"), put("b@3.0@w", b"deleted")]
+    );
+    let unconfigured = testing::change(plugin(), "journal", vec![event("a", "2.0@w")]).unwrap();
+    assert!(matches!(
+        &unconfigured.actions[0],
+        ebb_guest::Action::Put { table, .. } if table == "journal"
+    ));
+    assert_eq!(
+        testing::change(plugin(), "journal", vec![event("err", "4.0@w")]),
+        Err("t.journal: cannot journal 4.0@w".into())
+    );
+    assert_eq!(
+        testing::change(plugin(), "journal", vec![]),
+        Ok(ChangeOutcome::default())
+    );
+}
+
+#[test]
+fn change_and_expiry_handlers_refuse_each_others_calls() {
+    assert_eq!(
+        error_of("journal", Some(Call::Expiry(proto::ExpiryBatch::default()))),
+        "t.journal: is a change handler; it cannot answer an expiry call"
+    );
+    assert_eq!(
+        error_of("mirror", Some(Call::Change(proto::ChangeBatch::default()))),
+        "t.mirror: is an expiry handler; it cannot answer a change call"
+    );
+    assert_eq!(
+        error_of("add", Some(Call::Change(proto::ChangeBatch::default()))),
+        "t.add: is a scalar function; it cannot answer a change call"
+    );
+    assert_eq!(
+        testing::change(plugin(), "mirror", vec![]),
+        Err("t.mirror: is an expiry handler; it cannot answer a change call".into())
     );
 }

@@ -264,6 +264,7 @@ async fn bind_archive(node: &Node, table: &str) {
             max_batch: None,
             max_attempts: None,
             config: None,
+            prefix: None,
         },
     )
     .await

@@ -12,6 +12,12 @@ pub const RESERVED_PREFIX: &str = "ebb_";
 
 /// A validated table name: `[a-z_][a-z0-9_]{0,62}`, stored lower-case.
 /// Cloning is cheap.
+///
+/// Inside the handler machinery (bindings, outbox queues, statistics, dead
+/// letters) a `TableName` names a *handler source*: a table (its expiries)
+/// or a table's change stream, [`TableName::changes`], whose name
+/// `<table>/changes` no table can have. [`TableName::source`] reads either
+/// back.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TableName(Arc<str>);
 
@@ -84,7 +90,38 @@ impl TableName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The source of this table's change events (`<table>/changes`): what
+    /// its change handler is bound to and its change events are queued,
+    /// counted and dead-lettered under.
+    pub fn changes(&self) -> TableName {
+        Self(Arc::from(format!("{}{CHANGES_SUFFIX}", self.0)))
+    }
+
+    /// The table whose change stream this is; `None` for a table.
+    pub fn changes_of(&self) -> Option<TableName> {
+        self.0
+            .strip_suffix(CHANGES_SUFFIX)
+            .map(|table| Self(Arc::from(table)))
+    }
+
+    /// The table this names: itself, or the table of a change stream.
+    pub fn table(&self) -> TableName {
+        self.changes_of().unwrap_or_else(|| self.clone())
+    }
+
+    /// Validate a handler source read back from storage or the wire: a
+    /// table name (the reserved prefix allowed) or a table's change stream.
+    pub fn source(name: &str) -> Result<Self, NameError> {
+        match name.strip_suffix(CHANGES_SUFFIX) {
+            Some(table) => Ok(Self::system(table)?.changes()),
+            None => Self::system(name),
+        }
+    }
 }
+
+/// What [`TableName::changes`] appends: `/` is in no table name.
+const CHANGES_SUFFIX: &str = "/changes";
 
 impl fmt::Display for TableName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -151,6 +188,22 @@ mod tests {
             Err(NameError::ReservedTable { .. })
         ));
         assert!(TableName::system("ebb_meta").is_ok());
+    }
+
+    #[test]
+    fn a_change_stream_is_named_apart_from_every_table() {
+        let orders = TableName::new("orders").unwrap();
+        let changes = orders.changes();
+        assert_eq!(changes.as_str(), "orders/changes");
+        assert_eq!(changes.changes_of(), Some(orders.clone()));
+        assert_eq!(
+            (orders.changes_of(), changes.table()),
+            (None, orders.clone())
+        );
+        assert_eq!(TableName::source("orders/changes").unwrap(), changes);
+        assert_eq!(TableName::source("orders").unwrap(), orders);
+        assert!(TableName::new("orders/changes").is_err());
+        assert!(TableName::source("a-b/changes").is_err());
     }
 
     #[test]

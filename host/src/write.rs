@@ -132,6 +132,18 @@ impl Condition {
     }
 }
 
+/// Who makes a write, for the one rule that depends on it: the writes of
+/// change handlers' actions produce no change events, so no handler (nor
+/// chain of handlers) can trigger itself forever. See docs/triggers.md.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(crate) enum Origin {
+    /// A client, the embedded API or an expiry handler's action.
+    #[default]
+    Client,
+    /// A change handler's action.
+    ChangeHandler,
+}
+
 /// Options of a put (its condition, if any, is an argument of
 /// [`crate::Table::put_if`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -84,6 +84,7 @@ pub async fn bind_function(
             max_batch: Some(max_batch),
             max_attempts: Some(max_attempts),
             config: None,
+            prefix: None,
         },
     )
     .await

@@ -20,7 +20,7 @@ use crate::names::{TableName, validate_key};
 use crate::raft::NodeId;
 use crate::record::Version;
 use crate::store::FragmentId;
-use crate::write::{Condition, Durability};
+use crate::write::{Condition, Durability, Origin};
 
 /// A request for another member.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +37,8 @@ pub(crate) enum Forward {
         mutation: Mutation,
         /// What the key's record must be.
         condition: Condition,
+        /// Who makes it (a change handler's writes emit no change events).
+        origin: Origin,
         /// When to acknowledge.
         durability: Durability,
     },
@@ -157,8 +159,10 @@ impl Forward {
                 key,
                 mutation,
                 condition,
+                origin,
                 durability,
             } => pb::forward_request::Request::Write(pb::Write {
+                quiet: *origin == Origin::ChangeHandler,
                 fragment: *fragment,
                 table: table.as_str().to_string(),
                 key: key.to_string(),
@@ -246,6 +250,11 @@ impl Forward {
                             },
                         },
                         condition: condition_of(write.condition),
+                        origin: if write.quiet {
+                            Origin::ChangeHandler
+                        } else {
+                            Origin::Client
+                        },
                         durability,
                     }
                 }
@@ -405,6 +414,7 @@ mod tests {
                     expires_at_ms: Some(9),
                 },
                 condition: Condition::Absent,
+                origin: Origin::ChangeHandler,
                 durability: Durability::Sync,
             },
             Forward::Write {
@@ -417,6 +427,7 @@ mod tests {
                     counter: 1,
                     writer: Arc::from("n2"),
                 }),
+                origin: Origin::Client,
                 durability: Durability::Memory,
             },
             Forward::Write {
@@ -427,6 +438,7 @@ mod tests {
                     expires_at_ms: None,
                 },
                 condition: Condition::Always,
+                origin: Origin::Client,
                 durability: Durability::Wal,
             },
             Forward::ReadIndex { fragment: 7 },
@@ -538,6 +550,7 @@ mod tests {
                 key: String::new(),
                 mutation: Some(pb::write::Mutation::Delete(pb::Delete {})),
                 condition: None,
+                quiet: false,
                 durability: pb::Durability::Wal as i32,
             })),
         };

@@ -27,7 +27,7 @@ use crate::raft::{
     NodeId, RaftRequest, RaftResponse, Service, StateMachine, Transport, TransportError,
 };
 use crate::store::{FragmentId, KvStore};
-use crate::write::{Condition, Durability};
+use crate::write::{Condition, Durability, Origin};
 
 /// How long one forwarded request may take on the wire.
 pub(super) const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -213,7 +213,9 @@ impl Cluster {
     /// Apply a client write to `fragment`: versioned and proposed here when
     /// this node leads it, forwarded to its leader otherwise. Fails with
     /// [`ClusterError::NoQuorum`] once the quorum timeout passes without a
-    /// leader committing it.
+    /// leader committing it. `origin` decides whether the write may emit a
+    /// change event (the leader decides it when proposing).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn write(
         &self,
         fragment: FragmentId,
@@ -221,6 +223,7 @@ impl Cluster {
         key: &Arc<str>,
         mutation: Mutation,
         condition: &Condition,
+        origin: Origin,
         durability: Durability,
     ) -> Result<WriteOutcome, WriteFailure> {
         self.serving()?;
@@ -247,6 +250,7 @@ impl Cluster {
                             key,
                             mutation.clone(),
                             condition,
+                            origin,
                             durability,
                         ),
                     )
@@ -268,6 +272,7 @@ impl Cluster {
                         key: key.clone(),
                         mutation: mutation.clone(),
                         condition: condition.clone(),
+                        origin,
                         durability,
                     };
                     match self.forward(node, &request, deadline).await {
@@ -392,11 +397,12 @@ impl Cluster {
                 key,
                 mutation,
                 condition,
+                origin,
                 durability,
                 ..
             } => {
                 let write = write_here(
-                    replica, fragment, &table, &key, mutation, &condition, durability,
+                    replica, fragment, &table, &key, mutation, &condition, origin, durability,
                 );
                 match tokio::time::timeout(timeout, write).await {
                     Ok(Ok(WriteOutcome::Applied { version, .. })) => Answer::Written(version),
@@ -648,6 +654,7 @@ pub(crate) enum WriteFailure {
 /// log), the proposal is decided again against the new record, which
 /// answers the failure, or, for a TTL change whose record was rewritten,
 /// proposes it for the new record.
+#[allow(clippy::too_many_arguments)]
 async fn write_here(
     replica: &Replica,
     fragment: FragmentId,
@@ -655,18 +662,22 @@ async fn write_here(
     key: &Arc<str>,
     mutation: Mutation,
     condition: &Condition,
+    origin: Origin,
     durability: Durability,
 ) -> Result<WriteOutcome, WriteFailure> {
     let is_delete = matches!(mutation, Mutation::Delete);
     for _ in 0..SUPERSEDED_RETRIES {
-        let write =
-            match replica
-                .state
-                .propose_write(table, key, mutation.clone(), condition, now_ms())?
-            {
-                Proposal::Write(write) => write,
-                Proposal::Done(outcome) => return Ok(outcome),
-            };
+        let write = match replica.state.propose_write(
+            table,
+            key,
+            mutation.clone(),
+            condition,
+            origin,
+            now_ms(),
+        )? {
+            Proposal::Write(write) => write,
+            Proposal::Done(outcome) => return Ok(outcome),
+        };
         let version = write.record.version.clone();
         let command = Bytes::from(Command::Write(write).encode());
         let sync = durability == Durability::Sync;

@@ -76,7 +76,7 @@ impl OutboxRequest {
     /// From [`Self::to_pb`]'s form; `None` when it is not one.
     pub(super) fn from_pb(op: pb::OutboxOp) -> Option<Self> {
         Some(OutboxRequest {
-            table: TableName::system(&op.table).ok()?,
+            table: TableName::source(&op.table).ok()?,
             fragment: op.fragment,
             action: match op.op? {
                 pb::outbox_op::Op::Redrive(redrive) => OutboxAction::Redrive {

@@ -12,7 +12,7 @@ use super::error::{Failure, HandlerFailed, HostFailed, InvalidAction, InvalidAns
 use crate::clock::now_ms;
 use crate::names::{TableName, validate_key};
 use crate::record::{MAX_EXPIRES_AT_MS, Version};
-use crate::write::Condition;
+use crate::write::{Condition, Origin};
 
 /// One validated action of a handler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,11 +77,13 @@ pub(crate) trait ActionWriter: Send + Sync + 'static {
     /// Apply `actions` to `table`, each independently, and return once all
     /// are durable (`wal`) or one failed. No key repeats among them. `Ok`
     /// lists the actions whose condition did not hold (nothing written for
-    /// them).
+    /// them). `origin` is who they are written as: a change handler's
+    /// writes emit no change events.
     fn write(
         &self,
         table: TableName,
         actions: Vec<Action>,
+        origin: Origin,
     ) -> BoxFuture<'static, Result<Vec<Skipped>, ActionError>>;
 }
 
@@ -228,12 +230,13 @@ fn rounds(actions: Vec<(TableName, Action)>) -> Vec<BTreeMap<TableName, Vec<Acti
 pub(crate) async fn apply(
     writer: &dyn ActionWriter,
     actions: Vec<(TableName, Action)>,
+    origin: Origin,
 ) -> Result<Vec<Skipped>, Failure> {
     let mut skipped = Vec::new();
     for round in rounds(actions) {
         let writes = round.into_iter().map(|(table, actions)| {
             let name = table.to_string();
-            let write = writer.write(table, actions);
+            let write = writer.write(table, actions, origin);
             async move {
                 write.await.map_err(|error| match error {
                     ActionError::Rejected(reason) => Failure::Handler(HandlerFailed::Rejected {

@@ -1,10 +1,12 @@
-//! Expiry bindings: which handler a table's expiries go to, their limits,
-//! and how they are stored (entries `expiry-binding/<table>` of `meta`).
+//! Handler bindings: which handler a table's expiries or changes go to,
+//! their limits, and how they are stored (entries `expiry-binding/<source>`
+//! of `meta`, the source being a table or its change stream).
 
 use serde::{Deserialize, Serialize};
 
 use super::ExpiryError;
 use crate::names::TableName;
+use crate::plugin::HandlerKind;
 use crate::store::{Family, FamilyWrite, KvStore, StoreError};
 
 /// Default events per handler call.
@@ -20,12 +22,13 @@ pub const MAX_CONFIG_BYTES: usize = 64 * 1024;
 
 const KEY_PREFIX: &str = "expiry-binding/";
 
-/// A table's expiry handler.
+/// A table's expiry handler, or its change handler.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Binding {
     /// Plugin name.
     pub plugin: String,
-    /// Function of the plugin, declared as `EXPIRY_HANDLER`.
+    /// Function of the plugin, declared as `EXPIRY_HANDLER` (or
+    /// `CHANGE_HANDLER` for a change handler).
     pub function: String,
     /// Most events per call.
     pub max_batch: u32,
@@ -37,6 +40,19 @@ pub struct Binding {
     /// at most [`MAX_CONFIG_BYTES`]; `None` when the binding has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
+    /// A change handler's key prefix: only writes of keys starting with it
+    /// produce events. `None`: every key. Expiry bindings have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+}
+
+impl Binding {
+    /// Whether a write of `key` produces a change event under this binding.
+    pub fn covers(&self, key: &str) -> bool {
+        self.prefix
+            .as_deref()
+            .is_none_or(|prefix| key.starts_with(prefix))
+    }
 }
 
 /// A binding as requested (`PUT /v1/tables/{t}/expiry-handler`).
@@ -54,12 +70,27 @@ pub struct BindRequest {
     /// Settings for the handler (any JSON; `null` is none), at most
     /// [`MAX_CONFIG_BYTES`] as compact JSON.
     pub config: Option<serde_json::Value>,
+    /// Change handlers only: handle only the writes of keys starting with
+    /// this (1 to 4096 bytes).
+    pub prefix: Option<String>,
 }
 
 impl BindRequest {
-    /// Check the limits and fill in defaults (the plugin is checked by the
-    /// caller, who holds the registry).
-    pub(crate) fn resolve(self, now_ms: u64) -> Result<Binding, ExpiryError> {
+    /// Check the limits and fill in defaults for a binding to `source` (a
+    /// table's expiries, or its change stream); the plugin is checked by
+    /// the caller, who holds the registry.
+    pub(crate) fn resolve(self, source: &TableName, now_ms: u64) -> Result<Binding, ExpiryError> {
+        match (&self.prefix, source.changes_of()) {
+            (Some(_), None) => {
+                return Err(ExpiryError::Invalid(
+                    "prefix applies to change handlers only; an expiry handler gets every expiry of its table".into(),
+                ));
+            }
+            (Some(prefix), Some(_)) => crate::names::validate_key(prefix).map_err(|e| {
+                ExpiryError::Invalid(format!("prefix is not a valid key prefix: {e}"))
+            })?,
+            (None, _) => {}
+        }
         let max_batch = self.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
         if !(1..=MAX_MAX_BATCH).contains(&max_batch) {
             return Err(ExpiryError::Invalid(format!(
@@ -97,7 +128,44 @@ impl BindRequest {
             max_attempts,
             created_ms: now_ms,
             config,
+            prefix: self.prefix,
         })
+    }
+}
+
+/// The kind of handler `source` binds: a change stream's is a change
+/// handler, a table's an expiry handler.
+pub(crate) fn kind_of(source: &TableName) -> HandlerKind {
+    match source.changes_of() {
+        Some(_) => HandlerKind::Change,
+        None => HandlerKind::Expiry,
+    }
+}
+
+/// What an operation on `source`'s binding answers when it has none.
+pub(crate) fn not_bound(source: &TableName) -> ExpiryError {
+    ExpiryError::NotFound(format!(
+        "table {} has no {} handler",
+        source.table(),
+        kind_of(source).as_str()
+    ))
+}
+
+/// What a redrive of an unbound `source` answers.
+pub(crate) fn unbound_redrive(source: &TableName) -> ExpiryError {
+    ExpiryError::Conflict(format!(
+        "table {} has no {} handler; bind one before redriving",
+        source.table(),
+        kind_of(source).as_str()
+    ))
+}
+
+/// `source` as users name it: `orders` for its expiry handler, `orders
+/// (change)` for its change handler.
+pub(crate) fn describe(source: &TableName) -> String {
+    match source.changes_of() {
+        Some(table) => format!("{table} (change)"),
+        None => source.to_string(),
     }
 }
 
@@ -115,7 +183,7 @@ pub(crate) fn load(store: &dyn KvStore) -> Result<Vec<(TableName, Binding)>, Sto
         };
         let name =
             std::str::from_utf8(&key[KEY_PREFIX.len()..]).map_err(|e| corrupt(e.to_string()))?;
-        let table = TableName::new(name).map_err(|e| corrupt(e.to_string()))?;
+        let table = TableName::source(name).map_err(|e| corrupt(e.to_string()))?;
         let binding = serde_json::from_slice(value).map_err(|e| corrupt(e.to_string()))?;
         out.push((table, binding));
         Ok(())
@@ -145,12 +213,28 @@ mod tests {
 
     #[test]
     fn defaults_limits_and_storage() {
+        let source = TableName::new("sessions").unwrap();
         let request = BindRequest {
             plugin: "Archive".into(),
             function: "copy".into(),
             ..BindRequest::default()
         };
-        let binding = request.clone().resolve(5).unwrap();
+        let binding = request.clone().resolve(&source, 5).unwrap();
+        let prefixed = BindRequest {
+            prefix: Some("user/".into()),
+            ..request.clone()
+        };
+        assert!(
+            prefixed
+                .clone()
+                .resolve(&source, 5)
+                .unwrap_err()
+                .to_string()
+                .contains("change handlers only")
+        );
+        let changes = prefixed.resolve(&source.changes(), 5).unwrap();
+        assert!(changes.covers("user/1") && !changes.covers("order/1"));
+        assert!(binding.covers("anything"));
         assert_eq!(
             (
                 binding.plugin.as_str(),
@@ -165,7 +249,7 @@ mod tests {
         };
         assert!(
             too_big
-                .resolve(5)
+                .resolve(&source, 5)
                 .unwrap_err()
                 .to_string()
                 .contains("max_batch")
@@ -175,7 +259,7 @@ mod tests {
             ..request
         };
         assert!(
-            zero.resolve(5)
+            zero.resolve(&source, 5)
                 .unwrap_err()
                 .to_string()
                 .contains("max_attempts")
@@ -184,13 +268,23 @@ mod tests {
         let store = MemoryStore::new();
         let table = TableName::new("sessions").unwrap();
         save(&store, &table, &binding).unwrap();
-        assert_eq!(load(&store).unwrap(), vec![(table.clone(), binding)]);
+        assert_eq!(
+            load(&store).unwrap(),
+            vec![(table.clone(), binding.clone())]
+        );
+        save(&store, &table.changes(), &changes).unwrap();
+        assert_eq!(
+            load(&store).unwrap(),
+            vec![(table.clone(), binding), (table.changes(), changes)]
+        );
         remove(&store, &table).unwrap();
+        remove(&store, &table.changes()).unwrap();
         assert!(load(&store).unwrap().is_empty());
     }
 
     #[test]
     fn a_config_is_kept_as_compact_json_within_its_limit() {
+        let source = TableName::new("sessions").unwrap();
         let request = |config| BindRequest {
             plugin: "archive".into(),
             function: "copy".into(),
@@ -198,16 +292,18 @@ mod tests {
             ..BindRequest::default()
         };
         let binding = request(serde_json::json!({"table": "old_sessions"}))
-            .resolve(5)
+            .resolve(&source, 5)
             .unwrap();
         assert_eq!(
             binding.config.as_deref(),
             Some(r#"{"table":"old_sessions"}"#)
         );
-        let none = request(serde_json::Value::Null).resolve(5).unwrap();
+        let none = request(serde_json::Value::Null)
+            .resolve(&source, 5)
+            .unwrap();
         assert_eq!(none.config, None);
         let big = serde_json::Value::String("x".repeat(MAX_CONFIG_BYTES));
-        let error = request(big).resolve(5).unwrap_err().to_string();
+        let error = request(big).resolve(&source, 5).unwrap_err().to_string();
         assert!(
             error.contains("config") && error.contains("65536"),
             "{error}"

@@ -1,6 +1,7 @@
 //! Delivering one batch: call the bound handler (on the plugin threads,
-//! within expiry's share), validate its answer, write its actions, then
-//! settle the events and report back to the scheduler.
+//! within expiry's share) with an expiry or a change batch, validate its
+//! answer, write its actions, then settle the events and report back to the
+//! scheduler.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,17 +19,83 @@ use super::outbox::Outbox;
 use super::queue::Slot;
 use super::settle::{Delivered, Settler, retry_after_host_failure, settle};
 use crate::names::TableName;
-use crate::plugin::{CallCause, PluginRegistry, RecordReader};
+use crate::plugin::{CallCause, HandlerKind, PluginRegistry, RecordReader};
 use crate::store::FragmentId;
+use crate::write::Origin;
+
+/// The events of one batch, as its handler gets them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Batch {
+    /// Expired records, for an expiry handler.
+    Expiry(Vec<abi::ExpiryEvent>),
+    /// Writes and deletes, for a change handler.
+    Change(Vec<abi::ChangeEvent>),
+}
+
+impl Batch {
+    /// The batch of `slots` of `source` (a table, or its change stream),
+    /// each event's attempt counting this delivery.
+    fn of(source: &TableName, slots: &[Slot]) -> Self {
+        if source.changes_of().is_some() {
+            Batch::Change(
+                slots
+                    .iter()
+                    .filter_map(|slot| slot.event.change_event().cloned())
+                    .map(|mut event| {
+                        event.attempt += 1;
+                        event
+                    })
+                    .collect(),
+            )
+        } else {
+            Batch::Expiry(
+                slots
+                    .iter()
+                    .filter_map(|slot| slot.event.expiry_event().cloned())
+                    .map(|mut event| {
+                        event.attempt += 1;
+                        event
+                    })
+                    .collect(),
+            )
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Batch::Expiry(events) => events.len(),
+            Batch::Change(events) => events.len(),
+        }
+    }
+
+    fn kind(&self) -> HandlerKind {
+        match self {
+            Batch::Expiry(_) => HandlerKind::Expiry,
+            Batch::Change(_) => HandlerKind::Change,
+        }
+    }
+
+    /// The call for a binding with settings `config`.
+    fn into_call(self, config: String) -> abi::call_request::Call {
+        match self {
+            Batch::Expiry(events) => {
+                abi::call_request::Call::Expiry(abi::ExpiryBatch { events, config })
+            }
+            Batch::Change(events) => {
+                abi::call_request::Call::Change(abi::ChangeBatch { events, config })
+            }
+        }
+    }
+}
 
 /// How a batch reaches its handler.
 pub(crate) trait Handlers: Send + Sync + 'static {
-    /// Call `binding`'s handler with `events` and return its answer. A
+    /// Call `binding`'s handler with `batch` and return its answer. A
     /// [`Failure::Host`] costs the events nothing.
     fn call(
         &self,
         binding: &Binding,
-        events: Vec<abi::ExpiryEvent>,
+        batch: Batch,
     ) -> BoxFuture<'static, Result<abi::CallResponse, Failure>>;
 }
 
@@ -47,7 +114,7 @@ impl Handlers for PluginHandlers {
     fn call(
         &self,
         binding: &Binding,
-        events: Vec<abi::ExpiryEvent>,
+        batch: Batch,
     ) -> BoxFuture<'static, Result<abi::CallResponse, Failure>> {
         let plugin = self.plugins.get(&binding.plugin);
         let runtime = self.plugins.runtime().clone();
@@ -58,18 +125,17 @@ impl Handlers for PluginHandlers {
             let plugin = plugin.ok_or_else(|| HandlerFailed::NotInstalled {
                 plugin: binding.plugin.clone(),
             })?;
-            if plugin.expiry_handler(&binding.function).is_err() {
+            let kind = batch.kind();
+            if plugin.handler(&binding.function, kind).is_err() {
                 return Err(HandlerFailed::NotAHandler {
                     plugin: binding.plugin,
                     version: plugin.info.version,
                     function: binding.function,
+                    kind,
                 }
                 .into());
             }
-            let call = abi::call_request::Call::Expiry(abi::ExpiryBatch {
-                events,
-                config: binding.config.clone().unwrap_or_default(),
-            });
+            let call = batch.into_call(binding.config.clone().unwrap_or_default());
             let function = binding.function;
             runtime
                 .run_expiry(move || plugin.call_handler(&function, call, deadline, reader))
@@ -172,23 +238,21 @@ pub(crate) async fn deliver(
 
 /// Call `bound`'s handler and apply the actions it returned, counting and
 /// logging the ones skipped because their condition did not hold. `Ok`
-/// holds the indexes of events the handler asked to retry.
+/// holds the indexes of events the handler asked to retry. A change
+/// handler's actions are written as its own, so they emit no change events.
 async fn call_and_apply(
     ctx: &Context,
     bound: &TableName,
     binding: &Binding,
     slots: &[Slot],
 ) -> Result<Vec<u32>, Failure> {
-    let events: Vec<abi::ExpiryEvent> = slots
-        .iter()
-        .map(|slot| {
-            let mut event = slot.event.event().clone();
-            event.attempt += 1;
-            event
-        })
-        .collect();
-    let count = events.len();
-    let response = ctx.handlers.call(binding, events).await?;
+    let batch = Batch::of(bound, slots);
+    let count = batch.len();
+    let origin = match batch.kind() {
+        HandlerKind::Expiry => Origin::Client,
+        HandlerKind::Change => Origin::ChangeHandler,
+    };
+    let response = ctx.handlers.call(binding, batch).await?;
     let handler = format!("{}.{}", binding.plugin, binding.function);
     let outcome = handler_outcome(
         response,
@@ -198,7 +262,7 @@ async fn call_and_apply(
         ctx.max_value_bytes,
     )
     .map_err(HandlerFailed::from)?;
-    let skipped = apply(&*ctx.actions, outcome.actions).await?;
+    let skipped = apply(&*ctx.actions, outcome.actions, origin).await?;
     if !skipped.is_empty() {
         ctx.outbox
             .stats(bound)

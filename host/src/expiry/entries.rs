@@ -78,7 +78,7 @@ pub(crate) fn list_dead_letters(
 ) -> Result<DeadLetterPage, StoreError> {
     let (events, more) = scan_dead_letters(store, table, after, limit, |_| true)?;
     let next = more
-        .then(|| events.last().map(|e| crate::hex::encode(&e.event().id)))
+        .then(|| events.last().map(|e| crate::hex::encode(e.id())))
         .flatten();
     Ok(DeadLetterPage { events, next })
 }
@@ -186,7 +186,7 @@ pub(crate) fn revive(
     for mut event in dead {
         writes.push(FamilyWrite::Delete(Family::DeadLetters, event.key.clone()));
         event.key = outbox_key(event.stored.fragment, next_seq());
-        event.event_mut().attempt = 0;
+        event.set_attempt(0);
         event.stored.dead_at_ms = 0;
         writes.push(FamilyWrite::Put(
             Family::ExpiryOutbox,
@@ -245,9 +245,9 @@ mod tests {
             Some(10),
         );
         let mut event = PendingEvent::new(1, 5, table, key, &record, 11);
-        event.event_mut().attempt = 3;
+        event.set_attempt(3);
         event.stored.last_error = "boom".into();
-        event.key = dead_letter_key(table, &event.event().id);
+        event.key = dead_letter_key(table, event.id());
         event
     }
 
@@ -274,11 +274,11 @@ mod tests {
 
         let outbox = Outbox::new();
         outbox.continue_after(100);
-        let one = first.events[0].event().id.to_vec();
+        let one = first.events[0].id().to_vec();
         let (revived, more) = redrive(&store, &outbox, &table, Some(&[one])).unwrap();
         assert!(!more);
         assert_eq!(revived.len(), 1);
-        assert_eq!(revived[0].event().attempt, 0);
+        assert_eq!(revived[0].attempt(), 0);
         assert_eq!(outbox_seq(&revived[0].key), Some(101));
         let (rest, more) = redrive(&store, &outbox, &table, None).unwrap();
         assert!(!more, "all four fit one redrive");
@@ -316,7 +316,7 @@ mod tests {
         assert!(odd.iter().all(|e| e.stored.fragment == 1));
         let (two, more) = of(0, None, 2);
         assert_eq!((two.len(), more), (2, true), "the limit met, more remain");
-        let ids: Vec<Vec<u8>> = events.iter().map(|e| e.event().id.to_vec()).collect();
+        let ids: Vec<Vec<u8>> = events.iter().map(|e| e.id().to_vec()).collect();
         let (by_id, _) = of(0, Some(&ids), 10);
         assert_eq!(by_id.len(), 3, "ids of other fragments are left to them");
 
@@ -327,7 +327,7 @@ mod tests {
         });
         assert_eq!(writes.len(), 6, "a delete and a put per event");
         assert_eq!(outbox_seq(&revived[2].key), Some(43));
-        assert!(revived.iter().all(|e| e.event().attempt == 0));
+        assert!(revived.iter().all(|e| e.attempt() == 0));
         store.write_entries(&writes, true).unwrap();
         assert_eq!(pending_of(&store, &table, 1).unwrap().len(), 3);
         assert!(pending_of(&store, &table, 0).unwrap().is_empty());

@@ -4,8 +4,8 @@
 
 use crate::cluster::ClusterError;
 use crate::names::NameError;
-use crate::plugin::PluginCallError;
 use crate::plugin::threads::WorkFailed;
+use crate::plugin::{HandlerKind, PluginCallError};
 use crate::record::InvalidVersion;
 use crate::store::StoreError;
 
@@ -96,8 +96,8 @@ pub(crate) enum HandlerFailed {
         /// The plugin.
         plugin: String,
     },
-    /// The current version of the plugin has no such expiry handler.
-    #[error("plugin {plugin} version {version} has no expiry handler {function}")]
+    /// The current version of the plugin has no such handler.
+    #[error("plugin {plugin} version {version} has no {} handler {function}", .kind.as_str())]
     NotAHandler {
         /// The plugin.
         plugin: String,
@@ -105,6 +105,8 @@ pub(crate) enum HandlerFailed {
         version: u32,
         /// The bound function.
         function: String,
+        /// The kind it is bound as.
+        kind: HandlerKind,
     },
     /// The call trapped, ran past its deadline or memory cap, answered
     /// garbage or reported an error.

@@ -1,10 +1,11 @@
-//! The expiry state shared by the node, its fragments and the dispatcher:
-//! bindings, the outbox sequence, per-table statistics, and the channel that
-//! hands newly durable events to the dispatcher.
+//! The handler state shared by the node, its fragments and the dispatcher:
+//! bindings (expiry and change handlers), the outbox sequence, per-source
+//! statistics, and the channel that hands newly durable events to the
+//! dispatcher.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
@@ -77,7 +78,14 @@ impl TableStats {
 /// new events; their write buffers hand it the events once durable (the
 /// node wires it into them as their [`crate::fragment::flush::ExpiryOutbox`]).
 pub(crate) struct Outbox {
+    /// By source: a table (its expiry handler) or a change stream.
     bindings: RwLock<HashMap<TableName, Binding>>,
+    /// The change handlers again, by the table whose writes they get:
+    /// what every write of the table asks.
+    changes: RwLock<HashMap<TableName, Binding>>,
+    /// Whether `changes` holds anything: a write of a node without change
+    /// handlers checks only this.
+    any_changes: AtomicBool,
     next_seq: AtomicU64,
     commands: mpsc::UnboundedSender<Command>,
     receiver: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
@@ -89,6 +97,8 @@ impl Default for Outbox {
         let (commands, receiver) = mpsc::unbounded_channel();
         Self {
             bindings: RwLock::new(HashMap::new()),
+            changes: RwLock::new(HashMap::new()),
+            any_changes: AtomicBool::new(false),
             next_seq: AtomicU64::new(1),
             commands,
             receiver: Mutex::new(Some(receiver)),
@@ -125,12 +135,34 @@ impl Outbox {
         all
     }
 
-    pub(crate) fn set_binding(&self, table: TableName, binding: Option<Binding>) {
+    /// Bind `source` (a table's expiries or its change stream) to
+    /// `binding`, or unbind it.
+    pub(crate) fn set_binding(&self, source: TableName, binding: Option<Binding>) {
+        if let Some(table) = source.changes_of() {
+            let mut changes = self.changes.write();
+            match &binding {
+                Some(binding) => changes.insert(table, binding.clone()),
+                None => changes.remove(&table),
+            };
+            self.any_changes
+                .store(!changes.is_empty(), Ordering::Release);
+        }
         let mut bindings = self.bindings.write();
         match binding {
-            Some(binding) => bindings.insert(table, binding),
-            None => bindings.remove(&table),
+            Some(binding) => bindings.insert(source, binding),
+            None => bindings.remove(&source),
         };
+    }
+
+    /// Whether a write of `key` in `table` produces a change event: the
+    /// table has a change handler whose prefix `key` matches.
+    pub(crate) fn emits_change(&self, table: &TableName, key: &str) -> bool {
+        self.any_changes.load(Ordering::Acquire)
+            && self
+                .changes
+                .read()
+                .get(table)
+                .is_some_and(|binding| binding.covers(key))
     }
 
     /// Continue the outbox sequence after `seq` (boot, after scanning it).

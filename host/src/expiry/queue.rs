@@ -37,7 +37,7 @@ impl Slot {
     }
 
     fn deadline(&self) -> u64 {
-        self.event.event().expires_at_ms
+        self.event.due_ms()
     }
 }
 

@@ -125,7 +125,7 @@ pub(crate) async fn settle(
             Family::ExpiryOutbox,
             slot.event.key.clone(),
         ));
-        stats.record_lag(now.saturating_sub(slot.event.event().expires_at_ms));
+        stats.record_lag(now.saturating_sub(slot.event.due_ms()));
     }
     stats
         .handled
@@ -144,11 +144,8 @@ pub(crate) async fn settle(
             stored.last_error = "the handler listed the event in `failed`".into();
         }
         stored.last_attempt_ms = now;
-        let attempt = {
-            let event = slot.event.event_mut();
-            event.attempt += 1;
-            event.attempt
-        };
+        let attempt = slot.event.attempt() + 1;
+        slot.event.set_attempt(attempt);
         if attempt >= binding.max_attempts {
             slot.event.stored.dead_at_ms = now;
             writes.push(FamilyWrite::Delete(
@@ -157,11 +154,11 @@ pub(crate) async fn settle(
             ));
             writes.push(FamilyWrite::Put(
                 Family::DeadLetters,
-                dead_letter_key(table, &slot.event.event().id),
+                dead_letter_key(table, slot.event.id()),
                 slot.event.encode(),
             ));
             dead += 1;
-            tracing::warn!(%table, key = %slot.event.event().key, attempt, error = %slot.event.stored.last_error, "expiry event moved to dead letters");
+            tracing::warn!(%table, key = %slot.event.record_key(), attempt, error = %slot.event.stored.last_error, "handler event moved to dead letters");
         } else {
             writes.push(FamilyWrite::Put(
                 Family::ExpiryOutbox,

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use super::actions::{Action, ActionError, ActionWriter, Skipped};
 use super::binding::Binding;
-use super::deliver::{Context, Handlers};
+use super::deliver::{Batch, Context, Handlers};
 use super::error::{Failure, HandlerFailed, HostFailed};
 use super::outbox::Outbox;
 use super::settle::StoreSettler;
@@ -22,6 +22,7 @@ use crate::plugin::threads::WorkFailed;
 use crate::plugin::{CallCause, PluginCallError};
 use crate::record::{Record, Version};
 use crate::store::{Family, FamilyWrite, KvStore, MemoryStore, PendingEvent};
+use crate::write::Origin;
 
 /// What one handler call does.
 enum Step {
@@ -48,11 +49,22 @@ impl Handlers for Scripted {
     fn call(
         &self,
         _binding: &Binding,
-        events: Vec<abi::ExpiryEvent>,
+        batch: Batch,
     ) -> BoxFuture<'static, Result<abi::CallResponse, Failure>> {
+        // (key, value, attempt) of each event, whatever its kind.
+        let events: Vec<(String, Bytes, u32)> = match batch {
+            Batch::Expiry(events) => events
+                .into_iter()
+                .map(|e| (e.key, e.value, e.attempt))
+                .collect(),
+            Batch::Change(events) => events
+                .into_iter()
+                .map(|e| (e.key, e.value, e.attempt))
+                .collect(),
+        };
         self.attempts
             .lock()
-            .extend(events.iter().map(|e| e.attempt));
+            .extend(events.iter().map(|(_, _, attempt)| *attempt));
         let step = self.steps.lock().pop_front().unwrap_or(Step::Answer);
         let call_error = |cause| PluginCallError {
             plugin: "p".into(),
@@ -74,11 +86,11 @@ impl Handlers for Scripted {
                 Step::Answer => {
                     let actions = events
                         .iter()
-                        .map(|e| abi::Action {
+                        .map(|(key, value, _)| abi::Action {
                             action: Some(abi::action::Action::Put(abi::Put {
                                 table: "archive".into(),
-                                key: e.key.clone(),
-                                value: e.value.clone(),
+                                key: key.clone(),
+                                value: value.clone(),
                                 ttl_ms: 0,
                                 ..abi::Put::default()
                             })),
@@ -101,6 +113,7 @@ impl Handlers for Scripted {
 struct Writes {
     refusals: Mutex<VecDeque<ActionError>>,
     written: Mutex<Vec<(TableName, Action)>>,
+    origins: Mutex<Vec<Origin>>,
 }
 
 impl ActionWriter for Writes {
@@ -108,7 +121,9 @@ impl ActionWriter for Writes {
         &self,
         table: TableName,
         actions: Vec<Action>,
+        origin: Origin,
     ) -> BoxFuture<'static, Result<Vec<Skipped>, ActionError>> {
+        self.origins.lock().push(origin);
         let result = match self.refusals.lock().pop_front() {
             Some(refusal) => Err(refusal),
             None => {
@@ -132,9 +147,26 @@ struct Harness {
 /// `events` events of table `t` in the outbox (stored and queued), bound
 /// with `max_attempts`, the dispatcher running over `steps` and `refusals`.
 fn start(events: u64, max_attempts: u32, steps: Vec<Step>, refusals: Vec<ActionError>) -> Harness {
+    start_on(
+        TableName::new("t").unwrap(),
+        events,
+        max_attempts,
+        steps,
+        refusals,
+    )
+}
+
+/// [`start`] for the handler source `table`: a table's expiries, or the
+/// change events of its change stream.
+fn start_on(
+    table: TableName,
+    events: u64,
+    max_attempts: u32,
+    steps: Vec<Step>,
+    refusals: Vec<ActionError>,
+) -> Harness {
     let store = Arc::new(MemoryStore::new());
     let outbox = Arc::new(Outbox::new());
-    let table = TableName::new("t").unwrap();
     outbox.set_binding(
         table.clone(),
         Some(Binding {
@@ -144,6 +176,7 @@ fn start(events: u64, max_attempts: u32, steps: Vec<Step>, refusals: Vec<ActionE
             max_attempts,
             created_ms: 0,
             config: None,
+            prefix: None,
         }),
     );
     let record = |i: u64| {
@@ -158,7 +191,10 @@ fn start(events: u64, max_attempts: u32, steps: Vec<Step>, refusals: Vec<ActionE
         )
     };
     let loaded: Vec<PendingEvent> = (0..events)
-        .map(|i| PendingEvent::new(0, i + 1, &table, &format!("k{i}"), &record(i), 6))
+        .map(|i| match table.changes_of() {
+            Some(of) => PendingEvent::change(0, i + 1, &of, &format!("k{i}"), None, &record(i)),
+            None => PendingEvent::new(0, i + 1, &table, &format!("k{i}"), &record(i), 6),
+        })
         .collect();
     let puts: Vec<FamilyWrite> = loaded
         .iter()
@@ -322,6 +358,43 @@ async fn a_handler_failure_costs_an_attempt_and_a_rejected_action_too() {
     assert_eq!(dead.len(), 2);
     assert!(
         dead.iter()
-            .all(|e| e.event().attempt == 1 && e.stored.last_error.contains("trapped"))
+            .all(|e| e.attempt() == 1 && e.stored.last_error.contains("trapped"))
     );
+}
+
+#[tokio::test]
+async fn change_events_reach_their_handler_whose_actions_are_written_as_its_own() {
+    let source = TableName::new("orders").unwrap().changes();
+    let harness = start_on(source, 3, 2, vec![Step::Trap], vec![]);
+    harness.drained().await;
+    assert!(harness.entries(Family::DeadLetters).is_empty());
+    let attempts = harness.handlers.attempts.lock().clone();
+    assert!(
+        attempts.contains(&1) && attempts.contains(&2),
+        "a failed change batch is retried like an expiry batch: {attempts:?}"
+    );
+    let mut written: Vec<String> = harness
+        .writes
+        .written
+        .lock()
+        .iter()
+        .map(|(table, action)| match action {
+            Action::Put { key, value, .. } => {
+                format!("{table}/{key}={}", String::from_utf8_lossy(value))
+            }
+            Action::Delete { key, .. } => format!("-{table}/{key}"),
+        })
+        .collect();
+    written.sort();
+    assert_eq!(
+        written,
+        vec!["archive/k0=v0", "archive/k1=v1", "archive/k2=v2"]
+    );
+    let origins = harness.writes.origins.lock().clone();
+    assert!(
+        !origins.is_empty() && origins.iter().all(|&o| o == Origin::ChangeHandler),
+        "a change handler's actions emit no change events: {origins:?}"
+    );
+    let stats = harness.outbox.stats(&harness.table);
+    assert_eq!(stats.handled.load(std::sync::atomic::Ordering::Relaxed), 3);
 }

@@ -25,7 +25,7 @@ use super::state::{FragmentState, Mutation, WriteOutcome};
 use crate::names::{TableName, validate_key};
 use crate::record::{Record, RecordKind, Version, own_writer};
 use crate::store::PendingEvent;
-use crate::write::Condition;
+use crate::write::{Condition, Origin};
 
 /// Most tombstones a purge removes per hold of a partition's lock.
 const PURGE_LOCK_RECORDS: usize = 64;
@@ -59,6 +59,10 @@ pub(crate) struct WriteCommand {
     /// What the key's visible record at `at_ms` must be for the write to
     /// apply; judged again where the command is applied.
     pub(crate) condition: Condition,
+    /// Outbox sequence number of the write's change event, when the
+    /// proposer decided it emits one; written with the record only if
+    /// the write wins.
+    pub(crate) change_seq: Option<u64>,
 }
 
 /// What a proposer decided for a client mutation.
@@ -172,18 +176,21 @@ impl FragmentState {
         key: &Arc<str>,
         mutation: Mutation,
         condition: &Condition,
+        origin: Origin,
         now_ms: u64,
     ) -> Result<WriteOutcome, BacklogFull> {
         let Some(partition) = self.partition_for(table, &mutation) else {
             return Ok(absent_outcome(&mutation, condition));
         };
         let mut partition = partition.write();
-        let write = match self.decide_write(&partition, table, key, mutation, condition, now_ms)? {
+        let decided =
+            self.decide_write(&partition, table, key, mutation, condition, origin, now_ms)?;
+        let write = match decided {
             Proposal::Write(write) => write,
             Proposal::Done(outcome) => return Ok(outcome),
         };
         let version = write.record.version.clone();
-        match self.apply_write_locked(&mut partition, &write.table, &write.key, &write.record) {
+        match self.apply_write_locked(&mut partition, &write) {
             Applied::Written { seq } => Ok(WriteOutcome::Applied { version, seq }),
             other => {
                 unreachable!("a fresh clock version over a visible key always wins: {other:?}")
@@ -202,13 +209,14 @@ impl FragmentState {
         key: &Arc<str>,
         mutation: Mutation,
         condition: &Condition,
+        origin: Origin,
         now_ms: u64,
     ) -> Result<Proposal, BacklogFull> {
         let Some(partition) = self.partition_for(table, &mutation) else {
             return Ok(Proposal::Done(absent_outcome(&mutation, condition)));
         };
         let partition = partition.read();
-        self.decide_write(&partition, table, key, mutation, condition, now_ms)
+        self.decide_write(&partition, table, key, mutation, condition, origin, now_ms)
     }
 
     /// The partition a mutation of `table` works on: created for a put;
@@ -229,7 +237,10 @@ impl FragmentState {
     /// caller): the condition, the record a delete or TTL change needs,
     /// room in the buffer, a fresh version. A TTL change's command carries
     /// the version it rewrites as its condition, so that applying it never
-    /// puts the value back over a newer write.
+    /// puts the value back over a newer write. A write of a table with a
+    /// change handler covering the key, unless made by a change handler
+    /// (`origin`), gets the outbox sequence number of its change event.
+    #[allow(clippy::too_many_arguments)]
     fn decide_write(
         &self,
         partition: &Partition,
@@ -237,6 +248,7 @@ impl FragmentState {
         key: &Arc<str>,
         mutation: Mutation,
         condition: &Condition,
+        origin: Origin,
         now_ms: u64,
     ) -> Result<Proposal, BacklogFull> {
         let current = partition.get(key).filter(|e| e.is_visible_at(now_ms));
@@ -255,7 +267,7 @@ impl FragmentState {
             Mutation::Retime { .. } => current.map_or(0, |e| e.value().len()) + key.len() + 64,
         };
         self.persistence().check_room(weight)?;
-        let version = self.clock().tick();
+        let (version, change_seq) = self.version_for(table, key, origin);
         let (record, condition) = match mutation {
             Mutation::Put {
                 value,
@@ -279,6 +291,7 @@ impl FragmentState {
             record,
             at_ms: now_ms,
             condition,
+            change_seq,
         }))
     }
 
@@ -324,26 +337,38 @@ impl FragmentState {
         // A version from the proposer: later local ticks must exceed it.
         self.clock()
             .observe(write.record.version.hlc_ms, write.record.version.counter);
-        self.apply_write_locked(&mut partition, &write.table, &write.key, &write.record)
+        self.apply_write_locked(&mut partition, write)
     }
 
-    /// Merge one write into `partition` (the locked partition of `table`)
-    /// and enqueue it for the store if it wins: the state change of a
+    /// Merge `write` into `partition` (the locked partition of its table)
+    /// and enqueue it for the store if it wins, with its change event when
+    /// it has a change sequence number: the state change of a
     /// [`WriteCommand`] once its delete check passed, shared with the
     /// proposer's path, which holds the lock from the check and versioning
     /// to here.
-    fn apply_write_locked(
-        &self,
-        partition: &mut Partition,
-        table: &TableName,
-        key: &Arc<str>,
-        record: &Record,
-    ) -> Applied {
+    fn apply_write_locked(&self, partition: &mut Partition, write: &WriteCommand) -> Applied {
+        let (table, key, record) = (&write.table, &write.key, &write.record);
+        let old = write.change_seq.and_then(|_| {
+            partition
+                .get(key)
+                .filter(|e| e.is_visible_at(write.at_ms))
+                .map(|e| e.version())
+        });
         // Under the lock, so the buffer sees winners in the index's order.
         if partition.apply(key, record) == ApplyOutcome::Superseded {
             return Applied::Skipped;
         }
-        let (seq, full) = self.persistence().enqueue(table, key, record);
+        let (seq, full) = match write.change_seq {
+            Some(change_seq) => {
+                let outbox = self.persistence().outbox();
+                outbox.observe_seq(change_seq);
+                let event =
+                    PendingEvent::change(self.id(), change_seq, table, key, old.as_ref(), record);
+                self.persistence()
+                    .enqueue_with_event(table, key, record, event)
+            }
+            None => self.persistence().enqueue(table, key, record),
+        };
         if let Some(deadline) = record.deadline() {
             self.expiry_wake().offer(deadline);
         }
@@ -385,7 +410,7 @@ impl FragmentState {
                             expire.at_ms,
                         );
                         self.persistence()
-                            .enqueue_expiry(table, &due.key, &tombstone, event);
+                            .enqueue_with_event(table, &due.key, &tombstone, event);
                     }
                     None => {
                         self.persistence().enqueue(table, &due.key, &tombstone);
@@ -470,6 +495,7 @@ impl Command {
                 record: write.record.encode().into(),
                 at_ms: write.at_ms,
                 condition: condition_message(&write.condition),
+                change_seq: write.change_seq,
             }),
             Command::Expire(expire) => pb::command::Command::Expire(pb::Expire {
                 at_ms: expire.at_ms,
@@ -516,6 +542,7 @@ impl Command {
                     .map_err(|e| CorruptCommand(e.to_string()))?,
                 at_ms: write.at_ms,
                 condition: condition_of(write.condition),
+                change_seq: write.change_seq,
             })),
             Some(pb::command::Command::Expire(expire)) => Ok(Command::Expire(ExpireCommand {
                 at_ms: expire.at_ms,

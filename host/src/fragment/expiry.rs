@@ -147,6 +147,7 @@ mod tests {
                     expires_at_ms: deadline,
                 },
                 &crate::write::Condition::Always,
+                crate::write::Origin::Client,
                 0,
             )
             .unwrap();

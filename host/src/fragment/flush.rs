@@ -37,13 +37,20 @@ fn change_weight(key: &str, change: &Change) -> usize {
     key.len() + change.as_ref().map_or(32, Record::weight)
 }
 
-/// The node's expiry outbox as the write path sees it: which tables'
-/// expiries produce events, the event of one expiry, and where events go
-/// once they are durable. The expiry machinery implements it (the node
-/// wires it in), so fragments do not depend on expiry.
+/// The node's handler outbox as the write path sees it: which tables'
+/// expiries and writes produce events, their sequence numbers, and where
+/// events go once they are durable. The expiry machinery implements it
+/// (the node wires it in), so fragments do not depend on expiry.
 pub trait ExpiryOutbox: Send + Sync {
     /// Whether expiries in `table` produce events (the table is bound).
     fn is_bound(&self, table: &TableName) -> bool;
+
+    /// Whether a write of `key` in `table` produces a change event (the
+    /// table has a change handler covering the key). Asked by the
+    /// proposer of every write, so it must be cheap when nothing is bound.
+    fn emits_change(&self, _table: &TableName, _key: &str) -> bool {
+        false
+    }
 
     /// The next outbox sequence number, for an event about to be proposed.
     fn next_seq(&self) -> u64;
@@ -287,13 +294,15 @@ impl Persistence {
         &self.outbox
     }
 
-    /// Enqueue an expiry tombstone together with its outbox event: both
-    /// reach the store in the same write. Call under the partition lock.
-    pub fn enqueue_expiry(
+    /// Enqueue a record together with its outbox event (an expiry
+    /// tombstone and its expiry event, or a write and its change event):
+    /// both reach the store in the same write. Call under the partition
+    /// lock.
+    pub fn enqueue_with_event(
         &self,
         table: &TableName,
         key: &Arc<str>,
-        tombstone: &Record,
+        record: &Record,
         event: PendingEvent,
     ) -> (u64, bool) {
         {
@@ -301,7 +310,7 @@ impl Persistence {
             buffer.pending_bytes += event.weight();
             buffer.events.push(event);
         }
-        self.enqueue(table, key, tombstone)
+        self.enqueue(table, key, record)
     }
 
     /// Wait until every record enqueued up to `seq` is in the store's log
@@ -609,7 +618,7 @@ mod tests {
         let key: Arc<str> = Arc::from("k");
         let live = Record::live(record(1, "v").version, Bytes::from("v"), Some(5));
         let event = PendingEvent::new(0, 1, &table, &key, &live, 6);
-        persistence.enqueue_expiry(&table, &key, &live.to_expiry_tombstone(), event);
+        persistence.enqueue_with_event(&table, &key, &live.to_expiry_tombstone(), event);
         let outbox_entries = |store: &MemoryStore| {
             let mut n = 0;
             store

@@ -16,7 +16,7 @@ use super::state::{FragmentState, Mutation, WriteOutcome};
 use super::supervisor::{Child, FragmentSupervisor, SupervisorMsg};
 use super::worker::{Operation, Write};
 use crate::names::TableName;
-use crate::write::Condition;
+use crate::write::{Condition, Origin};
 
 /// How long [`Fragment::submit_write`] waits for a restarting dispatcher.
 const DISPATCHER_RESTART_WAIT: Duration = Duration::from_secs(2);
@@ -63,6 +63,7 @@ impl Fragment {
         key: Arc<str>,
         mutation: Mutation,
         condition: Condition,
+        origin: Origin,
         route: u64,
     ) -> Result<oneshot::Receiver<Result<WriteOutcome, BacklogFull>>, SubmitError> {
         let permit = self.shared.admission.admit(Priority::High)?;
@@ -73,6 +74,7 @@ impl Fragment {
                 key,
                 mutation,
                 condition,
+                origin,
                 reply,
             },
             route,

@@ -301,6 +301,7 @@ mod tests {
             record,
             at_ms: 10,
             condition: crate::write::Condition::Always,
+            change_seq: None,
         })
         .encode()
     }
@@ -404,6 +405,7 @@ mod tests {
                 record: Record::live(clock.tick_at(now), Bytes::from(format!("v{key}")), ttl),
                 at_ms: now,
                 condition: crate::write::Condition::Always,
+                change_seq: None,
             })
         };
         for key in 0..30 {

@@ -162,7 +162,7 @@ mod tests {
         let clock = HybridClock::new(Arc::from("w"), 0, 0);
         let record = Record::live(clock.tick_at(5), Bytes::from("v"), Some(6));
         let event = PendingEvent::new(fragment, 1, &table, key, &record, 7);
-        let id = event.event().id.clone();
+        let id = event.id().to_vec();
         FamilyWrite::Put(
             Family::DeadLetters,
             crate::store::outbox::dead_letter_key(&table, &id),
@@ -180,6 +180,7 @@ mod tests {
                 record: Record::live(clock.tick_at(10), Bytes::from("v"), Some(1_000)),
                 at_ms: 10,
                 condition: crate::write::Condition::Always,
+                change_seq: None,
             });
             state.apply(&write.encode()).unwrap();
         }

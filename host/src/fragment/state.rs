@@ -132,6 +132,11 @@ pub(crate) struct FragmentState {
     persistence: Arc<Persistence>,
     clock: Arc<HybridClock>,
     expiry_wake: ExpiryWake,
+    /// Held while a write that emits a change event takes its version and
+    /// its outbox sequence number, so that a key's events are numbered in
+    /// the order of their versions (the order they win in) even when
+    /// proposals run concurrently.
+    change_order: parking_lot::Mutex<()>,
     /// A replicated fragment's store, for its snapshots to carry its
     /// pending expiry events (held weakly: the node owns the store).
     outbox_store: std::sync::OnceLock<std::sync::Weak<dyn crate::store::KvStore>>,
@@ -156,6 +161,7 @@ impl FragmentState {
             persistence,
             clock,
             expiry_wake: ExpiryWake::new(),
+            change_order: parking_lot::Mutex::new(()),
             outbox_store: std::sync::OnceLock::new(),
         }
     }
@@ -212,6 +218,24 @@ impl FragmentState {
     /// The clock that versions this fragment's writes.
     pub(super) fn clock(&self) -> &HybridClock {
         &self.clock
+    }
+
+    /// A fresh version for a write of `key` in `table`, and the outbox
+    /// sequence number of its change event when it emits one: when the
+    /// table has a change handler covering the key and the write is not a
+    /// change handler's own (`origin`).
+    pub(super) fn version_for(
+        &self,
+        table: &TableName,
+        key: &str,
+        origin: crate::write::Origin,
+    ) -> (crate::record::Version, Option<u64>) {
+        let outbox = self.persistence.outbox();
+        if origin == crate::write::Origin::ChangeHandler || !outbox.emits_change(table, key) {
+            return (self.clock.tick(), None);
+        }
+        let _order = self.change_order.lock();
+        (self.clock.tick(), Some(outbox.next_seq()))
     }
 
     /// The cleaner's wake-up.

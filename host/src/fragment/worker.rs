@@ -10,7 +10,7 @@ use super::pool::Permit;
 use super::state::{FragmentState, Mutation, WriteOutcome};
 use crate::clock::now_ms;
 use crate::names::TableName;
-use crate::write::Condition;
+use crate::write::{Condition, Origin};
 
 /// A mutation of one key, with where to send its outcome.
 pub(crate) struct Write {
@@ -22,6 +22,8 @@ pub(crate) struct Write {
     pub(crate) mutation: Mutation,
     /// What the key's record must be for the mutation to apply.
     pub(crate) condition: Condition,
+    /// Who makes it (a change handler's writes emit no change events).
+    pub(crate) origin: Origin,
     /// Receives the outcome. Dropped unanswered only if the worker dies.
     pub(crate) reply: oneshot::Sender<Result<WriteOutcome, BacklogFull>>,
 }
@@ -72,9 +74,11 @@ impl Actor for Worker {
             key,
             mutation,
             condition,
+            origin,
             reply,
         } = operation.write;
-        let _ = reply.send(state.write(&table, &key, mutation, &condition, now_ms()));
+        let outcome = state.write(&table, &key, mutation, &condition, origin, now_ms());
+        let _ = reply.send(outcome);
         drop(operation.permit);
         Ok(())
     }

@@ -12,7 +12,7 @@ use crate::cluster::{MetaOutcome, Metadata};
 use crate::expiry::outbox::Outbox;
 use crate::expiry::{Binding, ExpiryError, binding};
 use crate::names::TableName;
-use crate::plugin::{Installed, NotAHandler, PluginError, PluginRegistry};
+use crate::plugin::{HandlerKind, Installed, NotAHandler, PluginError, PluginRegistry};
 use crate::raft::Position;
 use crate::store::{Family, FamilyWrite, KvStore, StoreError};
 
@@ -56,18 +56,26 @@ impl PluginAdmin {
             .collect()
     }
 
-    /// Refuses a module that does not declare, as expiry handlers, the
-    /// functions tables are bound to.
+    /// Refuses a module that does not declare, as handlers of their kind,
+    /// the functions tables are bound to.
     fn keeps_handlers<'a>(
         name: &'a str,
         bound: &'a [(TableName, Binding)],
     ) -> impl Fn(&ebb_proto::plugin::v1::Manifest) -> Result<(), PluginError> + 'a {
         move |manifest| {
-            for (table, binding) in bound {
-                if crate::plugin::kind::expiry_handler(manifest, name, &binding.function).is_err() {
+            for (source, binding) in bound {
+                let kind = binding::kind_of(source);
+                if crate::plugin::kind::handler(manifest, name, &binding.function, kind).is_err() {
                     return Err(PluginError::InUse(format!(
-                        "table {table} is bound to {name}.{}, which this module does not declare as an expiry handler; unbind the table first",
-                        binding.function
+                        "table {} is bound to {name}.{}, which this module does not declare as {} {} handler; unbind the table first",
+                        source.table(),
+                        binding.function,
+                        if kind == HandlerKind::Expiry {
+                            "an"
+                        } else {
+                            "a"
+                        },
+                        kind.as_str(),
                     )));
                 }
             }
@@ -96,10 +104,14 @@ impl PluginAdmin {
             .validate_checked(name, bytes, &Self::keeps_handlers(name, &bound))
     }
 
-    /// `binding` as it would be bound: its plugin installed and declaring
-    /// the function as an expiry handler (the function's name as the
-    /// plugin spells it).
-    pub(crate) fn check_binding(&self, binding: Binding) -> Result<Binding, ExpiryError> {
+    /// `binding` as it would be bound to `source`: its plugin installed
+    /// and declaring the function as a handler of the source's kind (the
+    /// function's name as the plugin spells it).
+    pub(crate) fn check_binding(
+        &self,
+        source: &TableName,
+        binding: Binding,
+    ) -> Result<Binding, ExpiryError> {
         let plugin = self.plugins.get(&binding.plugin).ok_or_else(|| {
             ExpiryError::NotFound(format!(
                 "plugin {} not found; upload it with PUT /v1/plugins/{}",
@@ -107,7 +119,7 @@ impl PluginAdmin {
             ))
         })?;
         plugin
-            .expiry_handler(&binding.function)
+            .handler(&binding.function, binding::kind_of(source))
             .map_err(|error| match error {
                 NotAHandler::Missing { .. } => ExpiryError::NotFound(error.to_string()),
                 NotAHandler::WrongKind { .. } => ExpiryError::Invalid(error.to_string()),
@@ -121,11 +133,11 @@ impl PluginAdmin {
         })
     }
 
-    /// Bind `table`'s expiries to `binding` (checked, stored, in force).
-    /// Blocking.
+    /// Bind `source` (a table's expiries or its change stream) to
+    /// `binding` (checked, stored, in force). Blocking.
     pub(crate) fn bind(&self, table: &TableName, binding: Binding) -> Result<Binding, ExpiryError> {
         let _guard = self.bindings_lock.lock();
-        let binding = self.check_binding(binding)?;
+        let binding = self.check_binding(table, binding)?;
         binding::save(&*self.store()?, table, &binding)?;
         self.outbox
             .set_binding(table.clone(), Some(binding.clone()));
@@ -138,7 +150,7 @@ impl PluginAdmin {
         let binding = self
             .outbox
             .binding(table)
-            .ok_or_else(|| ExpiryError::NotFound(format!("table {table} has no expiry handler")))?;
+            .ok_or_else(|| binding::not_bound(table))?;
         binding::remove(&*self.store()?, table)?;
         self.outbox.set_binding(table.clone(), None);
         Ok(binding)
@@ -150,11 +162,11 @@ impl PluginAdmin {
         let users: Vec<String> = self
             .bound_to(name)
             .into_iter()
-            .map(|(table, _)| table.to_string())
+            .map(|(table, _)| binding::describe(&table))
             .collect();
         if !users.is_empty() {
             return Err(PluginError::InUse(format!(
-                "plugin {name} is the expiry handler of {}; unbind first (DELETE /v1/tables/{{t}}/expiry-handler)",
+                "plugin {name} is the handler of {}; unbind first (DELETE /v1/tables/{{t}}/expiry-handler or change-handler)",
                 users.join(", ")
             )));
         }
@@ -228,7 +240,7 @@ impl Metadata for PluginAdmin {
     }
 
     fn bind_expiry(&self, table: &str, binding: &[u8]) -> MetaOutcome {
-        let bound = TableName::new(table)
+        let bound = TableName::source(table)
             .map_err(|e| ExpiryError::Invalid(e.to_string()))
             .and_then(|table| {
                 let binding: Binding = serde_json::from_slice(binding).map_err(|e| {
@@ -243,7 +255,7 @@ impl Metadata for PluginAdmin {
     }
 
     fn unbind_expiry(&self, table: &str) -> MetaOutcome {
-        let unbound = TableName::new(table)
+        let unbound = TableName::source(table)
             .map_err(|e| ExpiryError::Invalid(e.to_string()))
             .and_then(|table| self.unbind(&table));
         match unbound {

@@ -1,8 +1,9 @@
-//! The node's expiry-handler API: binding tables to handlers, status, dead
-//! letters and redrive, the dispatcher's start and stop, and the plugin
-//! operations that must respect bindings. Also where the node plugs into
-//! expiry: the outbox as the fragments' [`ExpiryOutbox`], and the node's
-//! write path as the dispatcher's [`ActionWriter`].
+//! The node's handler API (expiry and change handlers): binding tables to
+//! handlers, status, dead letters and redrive, the dispatcher's start and
+//! stop, and the plugin operations that must respect bindings. Also where
+//! the node plugs into expiry: the outbox as the fragments'
+//! [`ExpiryOutbox`], and the node's write path as the dispatcher's
+//! [`ActionWriter`].
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -29,9 +30,9 @@ use crate::expiry::settle::{Settler, StoreSettler};
 use crate::expiry::{BindRequest, Binding, ExpiryError, binding, scheduler};
 use crate::fragment::flush::ExpiryOutbox;
 use crate::names::TableName;
-use crate::plugin::{Installed, PluginError, RecordReader};
+use crate::plugin::{HandlerKind, Installed, PluginError, RecordReader};
 use crate::store::{KvStore, PendingEvent, StoreError};
-use crate::write::{BatchItem, BatchOp, Durability, Expiry};
+use crate::write::{BatchItem, BatchOp, Durability, Expiry, Origin};
 use ebb_proto::plugin::v1 as abi;
 
 /// How long shutdown waits for handler calls in flight.
@@ -176,22 +177,47 @@ impl Node {
         table: &str,
         request: BindRequest,
     ) -> Result<Binding, ExpiryError> {
-        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
-        let binding = request.resolve(now_ms())?;
+        self.bind_handler(HandlerKind::Expiry, table, request).await
+    }
+
+    /// Bind `table`'s writes and deletes to a change handler (replacing
+    /// any), a function the plugin declares as `CHANGE_HANDLER`. From now
+    /// on every winning write of a key the binding covers (its `prefix`)
+    /// writes a change event with the record, except the writes of change
+    /// handlers themselves (docs/triggers.md).
+    pub async fn bind_change(
+        &self,
+        table: &str,
+        request: BindRequest,
+    ) -> Result<Binding, ExpiryError> {
+        self.bind_handler(HandlerKind::Change, table, request).await
+    }
+
+    /// Bind `table`'s handler of `kind` (see [`Node::bind_expiry`] and
+    /// [`Node::bind_change`]).
+    pub async fn bind_handler(
+        &self,
+        kind: HandlerKind,
+        table: &str,
+        request: BindRequest,
+    ) -> Result<Binding, ExpiryError> {
+        let source = source(kind, table)?;
+        let binding = request.resolve(&source, now_ms())?;
         let Some(cluster) = self.inner.cluster.clone() else {
             return self
-                .blocking_expiry(move |node, _| node.inner.admin.bind(&table, binding))
+                .blocking_expiry(move |node, _| node.inner.admin.bind(&source, binding))
                 .await;
         };
         // Checked here first, so a binding every member would refuse is
         // never proposed; then bound on every member at once.
+        let checked = source.clone();
         let binding = self
-            .blocking_expiry(move |node, _| node.inner.admin.check_binding(binding))
+            .blocking_expiry(move |node, _| node.inner.admin.check_binding(&checked, binding))
             .await?;
         let outcome = change_metadata(
             &cluster,
             MetaCommand::BindExpiry {
-                table: table.to_string(),
+                table: source.to_string(),
                 binding: super::admin::binding_bytes(&binding),
             },
         )
@@ -212,7 +238,20 @@ impl Node {
         table: &str,
         discard_pending: bool,
     ) -> Result<Binding, ExpiryError> {
-        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        self.unbind_handler(HandlerKind::Expiry, table, discard_pending)
+            .await
+    }
+
+    /// Remove `table`'s handler of `kind`, as [`Node::unbind_expiry`] does
+    /// for expiry handlers. An unbound table's writes stop producing change
+    /// events at once.
+    pub async fn unbind_handler(
+        &self,
+        kind: HandlerKind,
+        table: &str,
+        discard_pending: bool,
+    ) -> Result<Binding, ExpiryError> {
+        let table = source(kind, table)?;
         if let Some(cluster) = self.inner.cluster.clone() {
             let outcome = change_metadata(
                 &cluster,
@@ -242,9 +281,11 @@ impl Node {
             let table = table.clone();
             self.blocking_expiry(move |node, store| {
                 let _guard = node.inner.admin.bindings_lock.lock();
-                let binding = node.inner.outbox.binding(&table).ok_or_else(|| {
-                    ExpiryError::NotFound(format!("table {table} has no expiry handler"))
-                })?;
+                let binding = node
+                    .inner
+                    .outbox
+                    .binding(&table)
+                    .ok_or_else(|| binding::not_bound(&table))?;
                 binding::remove(&*store, &table)?;
                 node.inner.outbox.set_binding(table, None);
                 Ok(binding)
@@ -268,7 +309,17 @@ impl Node {
     /// The binding of `table` and how its deliveries are going. `NotFound`
     /// when the table has no binding, no pending events and no dead letters.
     pub async fn expiry_status(&self, table: &str) -> Result<ExpiryStatus, ExpiryError> {
-        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        self.handler_status(HandlerKind::Expiry, table).await
+    }
+
+    /// The binding of `table`'s handler of `kind` and how its deliveries
+    /// are going, as [`Node::expiry_status`] answers for expiry handlers.
+    pub async fn handler_status(
+        &self,
+        kind: HandlerKind,
+        table: &str,
+    ) -> Result<ExpiryStatus, ExpiryError> {
+        let table = source(kind, table)?;
         let (reply, answer) = oneshot::channel();
         let queue = if self
             .inner
@@ -301,9 +352,7 @@ impl Node {
             && dead_letters == 0
             && stored_events.unwrap_or(0) == 0
         {
-            return Err(ExpiryError::NotFound(format!(
-                "table {table} has no expiry handler"
-            )));
+            return Err(binding::not_bound(&table));
         }
         // Status of a bound table (or one with events) starts its statistics.
         let stats = stats.unwrap_or_else(|| self.inner.outbox.stats(&table));
@@ -312,7 +361,7 @@ impl Node {
             oldest_pending_age_ms: queue
                 .oldest_deadline_ms
                 .map(|deadline| now.saturating_sub(deadline)),
-            table,
+            table: table.table(),
             binding,
             queue,
             handled: stats.handled.load(Ordering::Relaxed),
@@ -365,7 +414,20 @@ impl Node {
         after: Option<&str>,
         limit: usize,
     ) -> Result<DeadLetterPage, ExpiryError> {
-        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        self.handler_dead_letters(HandlerKind::Expiry, table, after, limit)
+            .await
+    }
+
+    /// One page of the dead letters of `table`'s handler of `kind`, as
+    /// [`Node::dead_letters`] answers for expiry handlers.
+    pub async fn handler_dead_letters(
+        &self,
+        kind: HandlerKind,
+        table: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadLetterPage, ExpiryError> {
+        let table = source(kind, table)?;
         if !(1..=MAX_DEAD_LETTER_PAGE).contains(&limit) {
             return Err(ExpiryError::Invalid(format!(
                 "limit {limit} is out of range; use 1 to {MAX_DEAD_LETTER_PAGE}"
@@ -396,7 +458,18 @@ impl Node {
         table: &str,
         ids: Option<Vec<String>>,
     ) -> Result<(usize, bool), ExpiryError> {
-        let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+        self.redrive_handler(HandlerKind::Expiry, table, ids).await
+    }
+
+    /// Move dead letters of `table`'s handler of `kind` back into the
+    /// outbox, as [`Node::redrive`] does for expiry handlers.
+    pub async fn redrive_handler(
+        &self,
+        kind: HandlerKind,
+        table: &str,
+        ids: Option<Vec<String>>,
+    ) -> Result<(usize, bool), ExpiryError> {
+        let table = source(kind, table)?;
         if let Some(ids) = &ids
             && ids.len() > entries::MAX_REDRIVE
         {
@@ -421,9 +494,7 @@ impl Node {
             .transpose()?;
         if let Some(cluster) = self.inner.cluster.clone() {
             if !self.inner.outbox.is_bound(&table) {
-                return Err(ExpiryError::Conflict(format!(
-                    "table {table} has no expiry handler; bind one before redriving"
-                )));
+                return Err(binding::unbound_redrive(&table));
             }
             // Each fragment's leader moves its dead letters back through
             // the fragment's group, so every replica moves the same ones.
@@ -440,9 +511,7 @@ impl Node {
         self.blocking_expiry(move |node, store| {
             let _guard = node.inner.admin.bindings_lock.lock();
             if !node.inner.outbox.is_bound(&table) {
-                return Err(ExpiryError::Conflict(format!(
-                    "table {table} has no expiry handler; bind one before redriving"
-                )));
+                return Err(binding::unbound_redrive(&table));
             }
             let outbox = &node.inner.outbox;
             let (revived, more) = entries::redrive(&*store, outbox, &table, ids.as_deref())?;
@@ -490,9 +559,23 @@ fn shutting_down() -> PluginError {
     PluginError::Store(StoreError::Closed)
 }
 
+/// The handler source of `table` (a user's table name) for `kind`: the
+/// table, or its change stream.
+fn source(kind: HandlerKind, table: &str) -> Result<TableName, ExpiryError> {
+    let table = TableName::new(table).map_err(|e| ExpiryError::Invalid(e.to_string()))?;
+    Ok(match kind {
+        HandlerKind::Expiry => table,
+        HandlerKind::Change => table.changes(),
+    })
+}
+
 impl ExpiryOutbox for Outbox {
     fn is_bound(&self, table: &TableName) -> bool {
         Outbox::is_bound(self, table)
+    }
+
+    fn emits_change(&self, table: &TableName, key: &str) -> bool {
+        Outbox::emits_change(self, table, key)
     }
 
     fn next_seq(&self) -> u64 {
@@ -557,6 +640,7 @@ impl ActionWriter for NodeActions {
         &self,
         table: TableName,
         actions: Vec<Action>,
+        origin: Origin,
     ) -> BoxFuture<'static, Result<Vec<Skipped>, ActionError>> {
         let inner = self.0.upgrade();
         Box::pin(async move {
@@ -585,9 +669,12 @@ impl ActionWriter for NodeActions {
             let keys: Vec<String> = items.iter().map(|item| item.op.key().to_string()).collect();
             // A full node still applies handler actions: refusing them
             // would stall expiry, the way a full node frees memory.
-            let handle = Node { inner }
+            let mut handle = Node { inner }
                 .table_handle(table.clone())
                 .exempt_from_memory_bound();
+            if origin == Origin::ChangeHandler {
+                handle = handle.writing_as_change_handler();
+            }
             let mut skipped = Vec::new();
             let outcomes = handle.batch_items(items, Durability::Wal).await;
             for (outcome, key) in outcomes.into_iter().zip(keys) {

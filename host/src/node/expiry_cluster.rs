@@ -20,7 +20,7 @@ use crate::expiry::command::Command;
 use crate::expiry::entries;
 use crate::expiry::outbox::Outbox;
 use crate::expiry::settle::Settler;
-use crate::expiry::{Binding, ExpiryError};
+use crate::expiry::{Binding, ExpiryError, binding};
 use crate::names::TableName;
 use crate::store::{FamilyWrite, KvStore};
 
@@ -259,12 +259,7 @@ impl OutboxServer for NodeOutboxes {
                         ));
                     }
                     if !outbox.is_bound(&table) {
-                        return Err(refused(
-                            "conflict",
-                            format!(
-                                "table {table} has no expiry handler; bind one before redriving"
-                            ),
-                        ));
+                        return Err(refused("conflict", binding::unbound_redrive(&table)));
                     }
                     let read = table.clone();
                     let (dead, more) = node

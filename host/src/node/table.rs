@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::write::{
-    BatchItem, BatchOp, BatchOutcome, Condition, Durability, Entry, Expiry, PutOptions, Read,
-    WriteOptions,
+    BatchItem, BatchOp, BatchOutcome, Condition, Durability, Entry, Expiry, Origin, PutOptions,
+    Read, WriteOptions,
 };
 
 /// A handle on one table of a node. Cheap to clone.
@@ -29,6 +29,8 @@ pub struct Table {
     name: TableName,
     /// Whether puts are checked against `max_memory`.
     bounded: bool,
+    /// Who writes through this handle.
+    origin: Origin,
 }
 
 impl Table {
@@ -37,7 +39,16 @@ impl Table {
             node,
             name,
             bounded: true,
+            origin: Origin::Client,
         }
+    }
+
+    /// This handle writing as a change handler: its writes produce no
+    /// change events (the rule that keeps handlers from triggering
+    /// themselves; docs/triggers.md).
+    pub(crate) fn writing_as_change_handler(mut self) -> Self {
+        self.origin = Origin::ChangeHandler;
+        self
     }
 
     /// This handle with puts exempt from the memory bound: for the node's
@@ -310,7 +321,14 @@ impl Table {
         let fragment_id = self.node.inner.router.fragment_of_hash(hash);
         let fragment = &self.node.inner.fragments[fragment_id as usize];
         let reply = fragment
-            .submit_write(self.name.clone(), Arc::from(key), mutation, condition, hash)
+            .submit_write(
+                self.name.clone(),
+                Arc::from(key),
+                mutation,
+                condition,
+                self.origin,
+                hash,
+            )
             .await?;
         let outcome = reply.await.map_err(|_| Error::Interrupted {
             fragment: fragment_id,
@@ -361,6 +379,7 @@ impl Table {
                 &Arc::from(key),
                 mutation,
                 condition,
+                self.origin,
                 durability,
             )
             .await?)

@@ -19,7 +19,7 @@ pub use error::{
     ArtifactRejected, CallCause, EngineError, PluginCallError, PluginError, PluginInvalid,
 };
 pub use instance::PluginInstance;
-pub use kind::{NotAHandler, is_expiry_handler};
+pub use kind::{HandlerKind, NotAHandler, is_expiry_handler, is_handler};
 pub use limits::{PluginLimits, pool_capacity};
 pub use read::{MAX_READ_BYTES_PER_CALL, MAX_READS_PER_CALL, RecordReader};
 pub use registry::{Installed, PluginRegistry};

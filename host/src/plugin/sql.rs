@@ -306,7 +306,7 @@ impl HostFunctions {
                     .map(|f| f.name.clone())
                     .collect(),
             })?;
-        if super::kind::is_expiry_handler(&decl) {
+        if super::kind::is_handler(&decl) {
             return Err(LookupError::ExpiryHandler {
                 plugin: plugin.to_string(),
                 name: name.to_string(),

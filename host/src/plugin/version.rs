@@ -13,7 +13,7 @@ use wasmtime::Module;
 
 use super::error::{CallCause, PluginCallError};
 use super::instance::PluginInstance;
-use super::kind::NotAHandler;
+use super::kind::{HandlerKind, NotAHandler};
 use super::read::{Reads, RecordReader};
 use super::runtime::PluginRuntime;
 
@@ -130,6 +130,15 @@ impl PluginVersion {
     /// The declared expiry handler called `function` (case-insensitive).
     pub fn expiry_handler(&self, function: &str) -> Result<&abi::FunctionDecl, NotAHandler> {
         super::kind::expiry_handler(&self.manifest, &self.name, function)
+    }
+
+    /// The declared handler of `kind` called `function` (case-insensitive).
+    pub fn handler(
+        &self,
+        function: &str,
+        kind: HandlerKind,
+    ) -> Result<&abi::FunctionDecl, NotAHandler> {
+        super::kind::handler(&self.manifest, &self.name, function, kind)
     }
 
     /// Call `function` with `call` under `deadline`. Blocking: run it on a

@@ -111,11 +111,51 @@ pub struct ExpiryBatch {
     #[prost(string, tag = "2")]
     pub config: ::prost::alloc::string::String,
 }
+/// One winning write or delete of a table with a change handler (added to
+/// ABI v1). `id` is the same for every delivery of the event.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ChangeEvent {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub id: ::prost::bytes::Bytes,
+    #[prost(string, tag = "2")]
+    pub table: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub key: ::prost::alloc::string::String,
+    /// The version the key's visible record had before the write, text form;
+    /// empty when it had none (absent, deleted or expired).
+    #[prost(string, tag = "4")]
+    pub old_version: ::prost::alloc::string::String,
+    /// The version of the write (text form), usable as an action's if_version.
+    #[prost(string, tag = "5")]
+    pub new_version: ::prost::alloc::string::String,
+    /// The write is a delete: `value` is empty and there is no deadline.
+    #[prost(bool, tag = "6")]
+    pub deleted: bool,
+    /// The value written.
+    #[prost(bytes = "bytes", tag = "7")]
+    pub value: ::prost::bytes::Bytes,
+    /// The written record's deadline (Unix ms); 0: none.
+    #[prost(uint64, tag = "8")]
+    pub expires_at_ms: u64,
+    /// When the write was made (Unix ms, the version's clock).
+    #[prost(uint64, tag = "9")]
+    pub written_at_ms: u64,
+    #[prost(uint32, tag = "10")]
+    pub attempt: u32,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ChangeBatch {
+    #[prost(message, repeated, tag = "1")]
+    pub events: ::prost::alloc::vec::Vec<ChangeEvent>,
+    /// The binding's settings as JSON text; empty when it has none.
+    #[prost(string, tag = "2")]
+    pub config: ::prost::alloc::string::String,
+}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct CallRequest {
     #[prost(string, tag = "1")]
     pub function: ::prost::alloc::string::String,
-    #[prost(oneof = "call_request::Call", tags = "2, 3, 4, 5, 6, 7")]
+    #[prost(oneof = "call_request::Call", tags = "2, 3, 4, 5, 6, 7, 8")]
     pub call: ::core::option::Option<call_request::Call>,
 }
 /// Nested message and enum types in `CallRequest`.
@@ -134,6 +174,9 @@ pub mod call_request {
         AggFinish(super::AggFinish),
         #[prost(message, tag = "7")]
         Expiry(super::ExpiryBatch),
+        /// added to ABI v1
+        #[prost(message, tag = "8")]
+        Change(super::ChangeBatch),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -250,6 +293,7 @@ pub mod call_response {
         State(::prost::bytes::Bytes),
         #[prost(message, tag = "3")]
         Value(super::Value),
+        /// the answer of expiry and change handlers
         #[prost(message, tag = "4")]
         Expiry(super::ExpiryResult),
         #[prost(string, tag = "5")]
@@ -263,6 +307,10 @@ pub enum FunctionKind {
     Scalar = 1,
     Aggregate = 2,
     ExpiryHandler = 3,
+    /// Added to ABI v1: called with a ChangeBatch for the writes and deletes
+    /// of the table it is bound to; answers an ExpiryResult like an expiry
+    /// handler.
+    ChangeHandler = 4,
 }
 impl FunctionKind {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -275,6 +323,7 @@ impl FunctionKind {
             Self::Scalar => "SCALAR",
             Self::Aggregate => "AGGREGATE",
             Self::ExpiryHandler => "EXPIRY_HANDLER",
+            Self::ChangeHandler => "CHANGE_HANDLER",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -284,6 +333,7 @@ impl FunctionKind {
             "SCALAR" => Some(Self::Scalar),
             "AGGREGATE" => Some(Self::Aggregate),
             "EXPIRY_HANDLER" => Some(Self::ExpiryHandler),
+            "CHANGE_HANDLER" => Some(Self::ChangeHandler),
             _ => None,
         }
     }

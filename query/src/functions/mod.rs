@@ -183,8 +183,8 @@ pub enum LookupError {
         /// The functions the plugin declares, in manifest order.
         available: Vec<String>,
     },
-    /// The function is an expiry handler, which SQL cannot call.
-    #[error("{plugin}.{name} is an expiry handler and cannot be called in SQL")]
+    /// The function is a handler (expiry or change), which SQL cannot call.
+    #[error("{plugin}.{name} is a handler (expiry or change) and cannot be called in SQL")]
     ExpiryHandler {
         /// The plugin.
         plugin: String,
@@ -236,7 +236,7 @@ mod tests {
                     plugin: "archive".into(),
                     name: "on_expire".into(),
                 },
-                "archive.on_expire is an expiry handler and cannot be called in SQL",
+                "archive.on_expire is a handler (expiry or change) and cannot be called in SQL",
             ),
             (
                 LookupError::UnknownFunction {

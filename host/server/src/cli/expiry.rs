@@ -1,5 +1,5 @@
-//! `ebb expiry`: bind, unbind and inspect a table's expiry handler, list and
-//! redrive its dead letters.
+//! `ebb expiry` and `ebb trigger`: bind, unbind and inspect a table's
+//! expiry handler or change handler, list and redrive its dead letters.
 
 use std::process::ExitCode;
 
@@ -8,11 +8,14 @@ use serde_json::{Value, json};
 
 use super::Format;
 use super::client::{Client, ClientError, encode_segment};
+use ebb_host::plugin::HandlerKind;
 
-/// Expiry-handler commands.
+/// Handler commands (`ebb expiry` for expiry handlers, `ebb trigger` for
+/// change handlers).
 #[derive(Debug, Subcommand)]
 pub enum ExpiryCommand {
-    /// Run `<plugin>.<function>` for every expiry in a table.
+    /// Run `<plugin>.<function>` for every expiry (`ebb expiry`) or every
+    /// write and delete (`ebb trigger`) in a table.
     Bind {
         /// Table name.
         table: String,
@@ -30,6 +33,10 @@ pub enum ExpiryCommand {
         /// 64 KiB), e.g. '{"table": "old_sessions"}' for archive.
         #[arg(long)]
         config: Option<String>,
+        /// Change handlers only: handle only the writes of keys starting
+        /// with this.
+        #[arg(long)]
+        prefix: Option<String>,
     },
     /// Stop running the handler for a table's expiries.
     Unbind {
@@ -64,8 +71,20 @@ pub enum ExpiryCommand {
     },
 }
 
-fn handler_path(table: &str) -> String {
-    format!("/v1/tables/{}/expiry-handler", encode_segment(table))
+fn handler_path(kind: HandlerKind, table: &str) -> String {
+    format!(
+        "/v1/tables/{}/{}-handler",
+        encode_segment(table),
+        kind.as_str()
+    )
+}
+
+fn dead_letters_path(kind: HandlerKind, table: &str) -> String {
+    format!(
+        "/v1/tables/{}/{}/dead-letters",
+        encode_segment(table),
+        kind.as_str()
+    )
 }
 
 fn print_json(value: &Value) {
@@ -83,13 +102,18 @@ fn or_dash(value: &Value) -> String {
     }
 }
 
-/// Run one expiry command.
+/// Run one handler command for handlers of `kind`.
 pub fn run(
     client: &Client,
     format: Format,
     command: ExpiryCommand,
+    kind: HandlerKind,
 ) -> Result<ExitCode, ClientError> {
     let human = format == Format::Human;
+    let events = match kind {
+        HandlerKind::Expiry => "expiries",
+        HandlerKind::Change => "writes",
+    };
     match command {
         ExpiryCommand::Bind {
             table,
@@ -98,6 +122,7 @@ pub fn run(
             max_batch,
             max_attempts,
             config,
+            prefix,
         } => {
             let config: Option<Value> = match config.as_deref().map(serde_json::from_str) {
                 None => None,
@@ -113,18 +138,23 @@ pub fn run(
                 "max_batch": max_batch,
                 "max_attempts": max_attempts,
                 "config": config,
+                "prefix": prefix,
             })
             .to_string();
             let json = client
                 .send(
                     "PUT",
-                    &handler_path(&table),
+                    &handler_path(kind, &table),
                     Some((body.as_bytes(), "application/json")),
                 )?
                 .json()?;
             if human {
+                let covered = match json["prefix"].as_str() {
+                    Some(prefix) => format!(" of keys starting with {prefix:?}"),
+                    None => String::new(),
+                };
                 println!(
-                    "bound: {} expiries run {}.{} (max_batch {}, max_attempts {})",
+                    "bound: {} {events}{covered} run {}.{} (max_batch {}, max_attempts {})",
                     or_dash(&json["table"]),
                     or_dash(&json["plugin"]),
                     or_dash(&json["function"]),
@@ -139,7 +169,10 @@ pub fn run(
             table,
             discard_pending,
         } => {
-            let path = format!("{}?discard_pending={discard_pending}", handler_path(&table));
+            let path = format!(
+                "{}?discard_pending={discard_pending}",
+                handler_path(kind, &table)
+            );
             let json = client.send("DELETE", &path, None)?.json()?;
             if human {
                 let unbound = &json["unbound"];
@@ -159,7 +192,9 @@ pub fn run(
             }
         }
         ExpiryCommand::Status { table } => {
-            let json = client.send("GET", &handler_path(&table), None)?.json()?;
+            let json = client
+                .send("GET", &handler_path(kind, &table), None)?
+                .json()?;
             if human {
                 let binding = &json["binding"];
                 let status = &json["status"];
@@ -174,11 +209,17 @@ pub fn run(
                         b["max_attempts"]
                     ),
                 }
+                if let Some(prefix) = binding["prefix"].as_str() {
+                    println!("  prefix      {prefix:?}");
+                }
                 if !binding["config"].is_null() {
                     println!("  config      {}", binding["config"]);
                 }
                 let oldest = match status["oldest_pending_age_ms"].as_u64() {
-                    Some(age) => format!(", oldest {age} ms past its deadline"),
+                    Some(age) if kind == HandlerKind::Expiry => {
+                        format!(", oldest {age} ms past its deadline")
+                    }
+                    Some(age) => format!(", oldest written {age} ms ago"),
                     None => String::new(),
                 };
                 println!(
@@ -217,10 +258,7 @@ pub fn run(
             limit,
             after,
         } => {
-            let mut path = format!(
-                "/v1/tables/{}/expiry/dead-letters?limit={limit}",
-                encode_segment(&table)
-            );
+            let mut path = format!("{}?limit={limit}", dead_letters_path(kind, &table));
             if let Some(after) = after {
                 path.push_str(&format!("&after={}", encode_segment(&after)));
             }
@@ -251,17 +289,14 @@ pub fn run(
                 json!({ "ids": ids })
             }
             .to_string();
-            let path = format!(
-                "/v1/tables/{}/expiry/dead-letters/redrive",
-                encode_segment(&table)
-            );
+            let path = format!("{}/redrive", dead_letters_path(kind, &table));
             // Without ids, redrive in rounds of up to 10 000 until none
             // remain, but no more rounds than the dead letters there were at
             // the start need (events that fail again are not chased).
             let rounds = if ids.is_empty() {
                 // No status (nothing bound): one round, which reports why.
                 let dead = client
-                    .send("GET", &handler_path(&table), None)
+                    .send("GET", &handler_path(kind, &table), None)
                     .and_then(|reply| reply.json())
                     .map_or(0, |status| {
                         status["status"]["dead_letters"].as_u64().unwrap_or(0)

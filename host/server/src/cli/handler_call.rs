@@ -1,6 +1,6 @@
-//! `ebb plugin call` on an expiry handler: events read from JSON, records
-//! for `ebb.get` from `--record`, and the handler's answer printed as
-//! actions and retries.
+//! `ebb plugin call` on an expiry or change handler: events read from
+//! JSON, records for `ebb.get` from `--record`, and the handler's answer
+//! printed as actions and retries.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,11 +29,131 @@ pub fn events(args: &[String]) -> Result<Vec<abi::ExpiryEvent>, String> {
         .collect()
 }
 
-fn event(text: &str) -> Result<abi::ExpiryEvent, String> {
-    let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e}): {text}"))?;
-    let Value::Object(fields) = json else {
-        return Err(format!("not a JSON object: {text}"));
+/// The events of a change handler's call, one JSON object per argument:
+/// `{"key": "o/1", "value": "x", "table": "orders", ...}`. `key` is
+/// required; `table` defaults to `t`, `value` to empty, `deleted` to
+/// false, `new_version` to `1.0@local`, `old_version` to none,
+/// `expires_at_ms` to 0, `written_at_ms` to the new version's time,
+/// `attempt` to 1, `id` (hex) to the SHA-256 of table, key and new version.
+pub fn change_events(args: &[String]) -> Result<Vec<abi::ChangeEvent>, String> {
+    if args.is_empty() {
+        return Err(
+            r#"give the handler's events, one JSON object each: '{"key": "o/1", "value": "x", "table": "orders"}'"#
+                .into(),
+        );
+    }
+    args.iter()
+        .enumerate()
+        .map(|(index, text)| change_event(text).map_err(|e| format!("event {}: {e}", index + 1)))
+        .collect()
+}
+
+fn change_event(text: &str) -> Result<abi::ChangeEvent, String> {
+    let fields = object(text)?;
+    let known = [
+        "id",
+        "table",
+        "key",
+        "value",
+        "deleted",
+        "old_version",
+        "new_version",
+        "expires_at_ms",
+        "written_at_ms",
+        "attempt",
+    ];
+    if let Some(unknown) = fields.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field {unknown:?}; change events take {}",
+            known.join(", ")
+        ));
+    }
+    let field = Fields(&fields);
+    let key = field.key()?;
+    let table = field.text("table", "t")?;
+    let new_version = field.text("new_version", "1.0@local")?;
+    let parsed: ebb_host::Version = new_version
+        .parse()
+        .map_err(|e| format!("new_version: {e}"))?;
+    let old_version = field.text("old_version", "")?;
+    if !old_version.is_empty() {
+        old_version
+            .parse::<ebb_host::Version>()
+            .map_err(|e| format!("old_version: {e}"))?;
+    }
+    let deleted = match fields.get("deleted") {
+        None => false,
+        Some(Value::Bool(deleted)) => *deleted,
+        Some(other) => return Err(format!("deleted must be true or false, not {other}")),
     };
+    let value = match fields.get("value") {
+        None => Vec::new(),
+        Some(_) if deleted => return Err("a deleted record has no value".into()),
+        Some(value) => bytes(value).map_err(|e| format!("value: {e}"))?,
+    };
+    Ok(abi::ChangeEvent {
+        id: field.id(&table, &key, &new_version)?.into(),
+        key,
+        old_version,
+        deleted,
+        value: value.into(),
+        expires_at_ms: field.number("expires_at_ms", 0)?,
+        written_at_ms: field.number("written_at_ms", parsed.hlc_ms)?,
+        attempt: u32::try_from(field.number("attempt", 1)?).map_err(|_| "attempt is too large")?,
+        new_version,
+        table,
+    })
+}
+
+/// The fields of one JSON object.
+fn object(text: &str) -> Result<serde_json::Map<String, Value>, String> {
+    let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e}): {text}"))?;
+    match json {
+        Value::Object(fields) => Ok(fields),
+        _ => Err(format!("not a JSON object: {text}")),
+    }
+}
+
+/// Typed reads of an event's fields, with defaults.
+struct Fields<'a>(&'a serde_json::Map<String, Value>);
+
+impl Fields<'_> {
+    fn text(&self, name: &str, default: &str) -> Result<String, String> {
+        match self.0.get(name) {
+            None => Ok(default.to_string()),
+            Some(Value::String(text)) => Ok(text.clone()),
+            Some(other) => Err(format!("{name} must be a string, not {other}")),
+        }
+    }
+
+    fn number(&self, name: &str, default: u64) -> Result<u64, String> {
+        match self.0.get(name) {
+            None => Ok(default),
+            Some(value) => value
+                .as_u64()
+                .ok_or_else(|| format!("{name} must be a whole number, not {value}")),
+        }
+    }
+
+    fn key(&self) -> Result<String, String> {
+        match self.0.get("key") {
+            Some(Value::String(key)) => Ok(key.clone()),
+            _ => Err("key (a string) is required".into()),
+        }
+    }
+
+    /// The `id` given (hex), or the SHA-256 of table, key and version.
+    fn id(&self, table: &str, key: &str, version: &str) -> Result<Vec<u8>, String> {
+        match self.0.get("id") {
+            Some(Value::String(hex)) => decode_hex(hex).ok_or_else(|| "id must be hex".into()),
+            Some(other) => Err(format!("id must be a hex string, not {other}")),
+            None => Ok(Sha256::digest(format!("{table}\0{key}\0{version}")).to_vec()),
+        }
+    }
+}
+
+fn event(text: &str) -> Result<abi::ExpiryEvent, String> {
+    let fields = object(text)?;
     let known = [
         "id",
         "table",
@@ -50,37 +170,16 @@ fn event(text: &str) -> Result<abi::ExpiryEvent, String> {
             known.join(", ")
         ));
     }
-    let text_field = |name: &str, default: &str| -> Result<String, String> {
-        match fields.get(name) {
-            None => Ok(default.to_string()),
-            Some(Value::String(text)) => Ok(text.clone()),
-            Some(other) => Err(format!("{name} must be a string, not {other}")),
-        }
-    };
-    let number = |name: &str, default: u64| -> Result<u64, String> {
-        match fields.get(name) {
-            None => Ok(default),
-            Some(value) => value
-                .as_u64()
-                .ok_or_else(|| format!("{name} must be a whole number, not {value}")),
-        }
-    };
-    let key = match fields.get("key") {
-        Some(Value::String(key)) => key.clone(),
-        _ => return Err("key (a string) is required".into()),
-    };
-    let table = text_field("table", "t")?;
-    let version = text_field("version", "1.0@local")?;
+    let field = Fields(&fields);
+    let key = field.key()?;
+    let table = field.text("table", "t")?;
+    let version = field.text("version", "1.0@local")?;
     let parsed: ebb_host::Version = version.parse().map_err(|e| format!("version: {e}"))?;
     let value = match fields.get("value") {
         None => Vec::new(),
         Some(value) => bytes(value).map_err(|e| format!("value: {e}"))?,
     };
-    let id = match fields.get("id") {
-        Some(Value::String(hex)) => decode_hex(hex).ok_or("id must be hex")?,
-        Some(other) => return Err(format!("id must be a hex string, not {other}")),
-        None => Sha256::digest(format!("{table}\0{key}\0{version}")).to_vec(),
-    };
+    let id = field.id(&table, &key, &version)?;
     Ok(abi::ExpiryEvent {
         id: id.into(),
         table,
@@ -88,9 +187,9 @@ fn event(text: &str) -> Result<abi::ExpiryEvent, String> {
         value: value.into(),
         version_ms: parsed.hlc_ms,
         version_counter: parsed.counter,
-        expires_at_ms: number("expires_at_ms", 0)?,
-        observed_at_ms: number("observed_at_ms", 0)?,
-        attempt: u32::try_from(number("attempt", 1)?).map_err(|_| "attempt is too large")?,
+        expires_at_ms: field.number("expires_at_ms", 0)?,
+        observed_at_ms: field.number("observed_at_ms", 0)?,
+        attempt: u32::try_from(field.number("attempt", 1)?).map_err(|_| "attempt is too large")?,
         version,
     })
 }
@@ -281,6 +380,41 @@ mod tests {
             assert!(error.contains(says), "{bad}: {error}");
         }
         assert!(super::events(&[]).unwrap_err().contains("one JSON object"));
+    }
+
+    #[test]
+    fn change_events_read_from_json_with_defaults_and_clear_errors() {
+        let events = change_events(&[
+            r#"{"key": "o/1", "value": "x", "table": "orders", "old_version": "5.0@n", "new_version": "7.1@n"}"#.into(),
+            r#"{"key": "o/2", "deleted": true}"#.into(),
+        ])
+        .unwrap();
+        let first = &events[0];
+        assert_eq!(
+            (
+                first.table.as_str(),
+                &first.value[..],
+                first.old_version.as_str(),
+                first.new_version.as_str(),
+                first.written_at_ms,
+                first.attempt
+            ),
+            ("orders", &b"x"[..], "5.0@n", "7.1@n", 7, 1)
+        );
+        assert_eq!(first.id.len(), 32);
+        assert!(events[1].deleted && events[1].old_version.is_empty());
+        for (bad, says) in [
+            (
+                r#"{"key": "k", "version": "1.0@n"}"#,
+                "unknown field \"version\"",
+            ),
+            (r#"{"key": "k", "deleted": true, "value": "x"}"#, "no value"),
+            (r#"{"key": "k", "deleted": "yes"}"#, "true or false"),
+            (r#"{"key": "k", "old_version": "x"}"#, "old_version"),
+        ] {
+            let error = change_events(&[bad.into()]).unwrap_err();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 
 use client::{Client, ClientError, encode_segment};
 use duration::parse_duration;
+use ebb_host::plugin::HandlerKind;
 
 /// ebb: a key/value database extended with WebAssembly.
 #[derive(Debug, Parser)]
@@ -139,6 +140,10 @@ pub enum Command {
     /// Bind, unbind and inspect expiry handlers; list and redrive dead letters.
     #[command(subcommand)]
     Expiry(expiry::ExpiryCommand),
+    /// Bind, unbind and inspect change handlers (triggers on a table's
+    /// writes and deletes); list and redrive their dead letters.
+    #[command(subcommand)]
+    Trigger(expiry::ExpiryCommand),
     /// Run a SQL query; without one, read queries from stdin (a prompt on a terminal).
     Sql {
         /// The query.
@@ -463,7 +468,8 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             sql::run(client, format, query.as_deref(), &options)
         }
         Command::Plugin(command) => plugin::run(client, format, command),
-        Command::Expiry(command) => expiry::run(client, format, command),
+        Command::Expiry(command) => expiry::run(client, format, command, HandlerKind::Expiry),
+        Command::Trigger(command) => expiry::run(client, format, command, HandlerKind::Change),
         Command::Tables => {
             let json = client.send("GET", "/v1/tables", None)?.json()?;
             match format {

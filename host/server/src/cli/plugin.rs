@@ -155,6 +155,7 @@ fn kind(kind: i32) -> &'static str {
         Ok(abi::FunctionKind::Scalar) => "scalar",
         Ok(abi::FunctionKind::Aggregate) => "aggregate",
         Ok(abi::FunctionKind::ExpiryHandler) => "expiry_handler",
+        Ok(abi::FunctionKind::ChangeHandler) => "change_handler",
         _ => "unspecified",
     }
 }
@@ -317,8 +318,8 @@ pub fn run(
                     names.join(", ")
                 ))
             })?;
-            if decl.kind == abi::FunctionKind::ExpiryHandler as i32 {
-                return call_handler(&version, &decl.name, &args, config, &records, format);
+            if ebb_host::plugin::is_handler(&decl) {
+                return call_handler(&version, &decl, &args, config, &records, format);
             }
             let values: Vec<ebb_query::Value> = args.iter().map(|a| arg_value(a)).collect();
             let deadline = version.runtime().limits().query_deadline;
@@ -393,18 +394,18 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `plugin call` on an expiry handler: the arguments are its events, and
-/// the answer is printed as actions and retries. A guest error or trap is
-/// an error (exit 1).
+/// `plugin call` on an expiry or change handler: the arguments are its
+/// events (of its kind), and the answer is printed as actions and retries.
+/// A guest error or trap is an error (exit 1).
 fn call_handler(
     version: &ebb_host::plugin::PluginVersion,
-    function: &str,
+    decl: &abi::FunctionDecl,
     args: &[String],
     config: Option<String>,
     records: &[String],
     format: Format,
 ) -> Result<ExitCode, ClientError> {
-    let events = handler_call::events(args).map_err(fail)?;
+    let function = decl.name.as_str();
     let config = match config {
         None => String::new(),
         Some(text) => serde_json::from_str::<Value>(&text)
@@ -413,7 +414,13 @@ fn call_handler(
     };
     let reader = std::sync::Arc::new(handler_call::Records::parse(records).map_err(fail)?);
     let deadline = version.runtime().limits().expiry_deadline;
-    let call = abi::call_request::Call::Expiry(abi::ExpiryBatch { events, config });
+    let call = if ebb_host::plugin::is_expiry_handler(decl) {
+        let events = handler_call::events(args).map_err(fail)?;
+        abi::call_request::Call::Expiry(abi::ExpiryBatch { events, config })
+    } else {
+        let events = handler_call::change_events(args).map_err(fail)?;
+        abi::call_request::Call::Change(abi::ChangeBatch { events, config })
+    };
     let response = version
         .call_handler(function, call, deadline, reader)
         .map_err(|e| fail(e.to_string()))?;

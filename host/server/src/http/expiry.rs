@@ -1,5 +1,6 @@
-//! Expiry-handler routes: bind, read status, unbind, list and redrive dead
-//! letters.
+//! Handler routes, for expiry handlers (`/expiry-handler`, `/expiry/...`)
+//! and change handlers (`/change-handler`, `/change/...`) alike: bind, read
+//! status, unbind, list and redrive dead letters.
 
 use axum::Json;
 use axum::body::Body;
@@ -14,6 +15,7 @@ use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
 use ebb_host::expiry::{BindRequest, Binding, ExpiryError, PendingEvent};
 use ebb_host::hex;
+use ebb_host::plugin::HandlerKind;
 
 /// Largest body of the expiry routes.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -46,7 +48,7 @@ impl From<ExpiryError> for ApiError {
 }
 
 fn binding_json(table: &str, binding: &Binding) -> Value {
-    json!({
+    let mut out = json!({
         "table": table,
         "plugin": binding.plugin,
         "function": binding.function,
@@ -57,7 +59,11 @@ fn binding_json(table: &str, binding: &Binding) -> Value {
             .config
             .as_deref()
             .and_then(|text| serde_json::from_str::<Value>(text).ok()),
-    })
+    });
+    if let Some(prefix) = &binding.prefix {
+        out["prefix"] = json!(prefix);
+    }
+    out
 }
 
 async fn json_body<T: serde::de::DeserializeOwned + Default>(
@@ -80,9 +86,30 @@ async fn json_body<T: serde::de::DeserializeOwned + Default>(
         .map_err(|e| ApiError::invalid_request(format!("bad request body: {e}")))
 }
 
-/// `PUT /v1/tables/{t}/expiry-handler`: `{plugin, function, max_batch?,
-/// max_attempts?, config?}`.
-pub async fn bind(
+/// The routes of one handler kind: `K` is [`Expiry`] or [`Change`].
+pub trait Kind: Send + Sync + 'static {
+    /// The kind.
+    const KIND: HandlerKind;
+}
+
+/// The expiry-handler routes.
+pub struct Expiry;
+
+impl Kind for Expiry {
+    const KIND: HandlerKind = HandlerKind::Expiry;
+}
+
+/// The change-handler routes.
+pub struct Change;
+
+impl Kind for Change {
+    const KIND: HandlerKind = HandlerKind::Change;
+}
+
+/// `PUT /v1/tables/{t}/expiry-handler` (and `change-handler`): `{plugin,
+/// function, max_batch?, max_attempts?, config?}`, and for change handlers
+/// `prefix?`.
+pub async fn bind<K: Kind>(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
     params: RawQuery,
@@ -92,19 +119,20 @@ pub async fn bind(
     let table = path(target)?;
     no_params(params)?;
     let request: BindRequest = json_body(&headers, body, false).await?;
-    let binding = app.node.bind_expiry(&table, request).await?;
+    let binding = app.node.bind_handler(K::KIND, &table, request).await?;
     Ok(Json(binding_json(&table.to_ascii_lowercase(), &binding)))
 }
 
-/// `GET /v1/tables/{t}/expiry-handler`: the binding and its delivery status.
-pub async fn status(
+/// `GET /v1/tables/{t}/expiry-handler` (and `change-handler`): the binding
+/// and its delivery status.
+pub async fn status<K: Kind>(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
     params: RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let table = path(target)?;
     no_params(params)?;
-    let status = app.node.expiry_status(&table).await?;
+    let status = app.node.handler_status(K::KIND, &table).await?;
     let name = status.table.to_string();
     let mut out = json!({
         "table": name,
@@ -144,8 +172,9 @@ pub struct UnbindQuery {
     discard_pending: bool,
 }
 
-/// `DELETE /v1/tables/{t}/expiry-handler[?discard_pending=true]`.
-pub async fn unbind(
+/// `DELETE /v1/tables/{t}/expiry-handler[?discard_pending=true]` (and
+/// `change-handler`).
+pub async fn unbind<K: Kind>(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
     params: Result<Query<UnbindQuery>, QueryRejection>,
@@ -154,7 +183,7 @@ pub async fn unbind(
     let params = query(params)?;
     let binding = app
         .node
-        .unbind_expiry(&table, params.discard_pending)
+        .unbind_handler(K::KIND, &table, params.discard_pending)
         .await?;
     let table = table.to_ascii_lowercase();
     Ok(Json(json!({
@@ -174,23 +203,35 @@ pub struct PageQuery {
 }
 
 fn dead_letter_json(event: &PendingEvent) -> Value {
-    let e = event.event();
-    json!({
-        "id": hex::encode(&e.id),
-        "key": e.key,
-        "value": ebb_host::codec::bytes_json(&e.value),
-        "version": format!("{}.{}", e.version_ms, e.version_counter),
-        "expires_at_ms": e.expires_at_ms,
-        "observed_at_ms": e.observed_at_ms,
-        "attempts": e.attempt,
-        "last_error": event.stored.last_error,
-        "last_attempt_ms": event.stored.last_attempt_ms,
-        "dead_at_ms": event.stored.dead_at_ms,
-    })
+    let mut out = match (event.expiry_event(), event.change_event()) {
+        (Some(e), _) => json!({
+            "key": e.key,
+            "value": ebb_host::codec::bytes_json(&e.value),
+            "version": format!("{}.{}", e.version_ms, e.version_counter),
+            "expires_at_ms": e.expires_at_ms,
+            "observed_at_ms": e.observed_at_ms,
+        }),
+        (None, Some(c)) => json!({
+            "key": c.key,
+            "value": (!c.deleted).then(|| ebb_host::codec::bytes_json(&c.value)),
+            "deleted": c.deleted,
+            "old_version": (!c.old_version.is_empty()).then_some(&c.old_version),
+            "new_version": c.new_version,
+            "written_at_ms": c.written_at_ms,
+        }),
+        (None, None) => json!({}),
+    };
+    out["id"] = json!(hex::encode(event.id()));
+    out["attempts"] = json!(event.attempt());
+    out["last_error"] = json!(event.stored.last_error);
+    out["last_attempt_ms"] = json!(event.stored.last_attempt_ms);
+    out["dead_at_ms"] = json!(event.stored.dead_at_ms);
+    out
 }
 
-/// `GET /v1/tables/{t}/expiry/dead-letters[?limit=&after=]`.
-pub async fn dead_letters(
+/// `GET /v1/tables/{t}/expiry/dead-letters[?limit=&after=]` (and
+/// `change/dead-letters`).
+pub async fn dead_letters<K: Kind>(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
     params: Result<Query<PageQuery>, QueryRejection>,
@@ -199,7 +240,8 @@ pub async fn dead_letters(
     let params = query(params)?;
     let page = app
         .node
-        .dead_letters(
+        .handler_dead_letters(
+            K::KIND,
             &table,
             params.after.as_deref(),
             params.limit.unwrap_or(DEFAULT_PAGE),
@@ -217,9 +259,10 @@ pub struct RedriveBody {
     ids: Option<Vec<String>>,
 }
 
-/// `POST /v1/tables/{t}/expiry/dead-letters/redrive` with optional `{"ids": [...]}`;
-/// answers `{"redriven": n, "more": bool}` (redrive again while `more`).
-pub async fn redrive(
+/// `POST /v1/tables/{t}/expiry/dead-letters/redrive` (and
+/// `change/dead-letters/redrive`) with optional `{"ids": [...]}`; answers
+/// `{"redriven": n, "more": bool}` (redrive again while `more`).
+pub async fn redrive<K: Kind>(
     State(app): State<AppState>,
     target: Result<Path<String>, PathRejection>,
     params: RawQuery,
@@ -229,6 +272,6 @@ pub async fn redrive(
     let table = path(target)?;
     no_params(params)?;
     let body: RedriveBody = json_body(&headers, body, true).await?;
-    let (count, more) = app.node.redrive(&table, body.ids).await?;
+    let (count, more) = app.node.redrive_handler(K::KIND, &table, body.ids).await?;
     Ok(Json(json!({ "redriven": count, "more": more })))
 }

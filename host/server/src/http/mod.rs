@@ -29,6 +29,7 @@ use tower_http::trace::TraceLayer;
 
 use ebb_host::Node;
 use error::ApiError;
+use expiry::{Change, Expiry};
 use observe::HttpMetrics;
 
 /// Limits of the HTTP layer: request sizes (values are limited by the
@@ -132,15 +133,31 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tables/{table}/batch", post(batch::batch))
         .route(
             "/v1/tables/{table}/expiry-handler",
-            put(expiry::bind).get(expiry::status).delete(expiry::unbind),
+            put(expiry::bind::<Expiry>)
+                .get(expiry::status::<Expiry>)
+                .delete(expiry::unbind::<Expiry>),
         )
         .route(
             "/v1/tables/{table}/expiry/dead-letters",
-            get(expiry::dead_letters),
+            get(expiry::dead_letters::<Expiry>),
         )
         .route(
             "/v1/tables/{table}/expiry/dead-letters/redrive",
-            post(expiry::redrive),
+            post(expiry::redrive::<Expiry>),
+        )
+        .route(
+            "/v1/tables/{table}/change-handler",
+            put(expiry::bind::<Change>)
+                .get(expiry::status::<Change>)
+                .delete(expiry::unbind::<Change>),
+        )
+        .route(
+            "/v1/tables/{table}/change/dead-letters",
+            get(expiry::dead_letters::<Change>),
+        )
+        .route(
+            "/v1/tables/{table}/change/dead-letters/redrive",
+            post(expiry::redrive::<Change>),
         )
         .route("/v1/tables", get(kv::list_tables))
         .route("/v1/sql", post(sql::sql))

@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::server::ConnectionStats;
 use ebb_host::metrics::{Histogram, PromWriter};
+use ebb_host::names::TableName;
+use ebb_host::plugin::HandlerKind;
 
 /// Request counters and latency histograms, by route, and connection counters.
 #[derive(Default)]
@@ -335,97 +337,120 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
 /// Picks one counter of a table's expiry statistics.
 type StatField = fn(&ebb_host::expiry::TableStats) -> &std::sync::atomic::AtomicU64;
 
-/// Expiry-handler metrics per table: outbox depth, lag, handled, failures,
-/// dead letters.
+/// Handler metrics per table: `ebb_expiry_*` for expiry handlers and
+/// `ebb_change_*` for change handlers, each labelled with the table.
 async fn expiry_metrics(app: &AppState, out: &mut PromWriter) {
-    let load =
-        |m: &std::sync::atomic::AtomicU64| m.load(std::sync::atomic::Ordering::Relaxed) as f64;
     let stats = app.node.expiry_stats();
     let depths = app.node.expiry_depths().await;
-    out.family(
-        "ebb_expiry_outbox_depth",
-        "gauge",
-        "Expiry events in the outbox not yet handled.",
-    );
-    for (table, status) in &depths {
-        out.sample(
-            "ebb_expiry_outbox_depth",
-            &[("table", table.as_str())],
-            status.pending as f64,
+    for kind in [HandlerKind::Expiry, HandlerKind::Change] {
+        handler_metrics(
+            out,
+            kind,
+            &of_kind(kind, stats.clone()),
+            &of_kind(kind, depths.clone()),
         );
     }
+}
+
+/// The items of handler sources of `kind`, by the table they belong to.
+fn of_kind<T>(kind: HandlerKind, items: Vec<(TableName, T)>) -> Vec<(TableName, T)> {
+    items
+        .into_iter()
+        .filter_map(|(source, item)| match (kind, source.changes_of()) {
+            (HandlerKind::Expiry, None) => Some((source, item)),
+            (HandlerKind::Change, Some(table)) => Some((table, item)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The metrics of one handler kind, by table: outbox depth, lag, handled,
+/// failures, dead letters.
+fn handler_metrics(
+    out: &mut PromWriter,
+    kind: HandlerKind,
+    stats: &[(TableName, std::sync::Arc<ebb_host::expiry::TableStats>)],
+    depths: &[(TableName, ebb_host::expiry::QueueStatus)],
+) {
+    let load =
+        |m: &std::sync::atomic::AtomicU64| m.load(std::sync::atomic::Ordering::Relaxed) as f64;
+    let name = |suffix: &str| format!("ebb_{}_{suffix}", kind.as_str());
+    let (what, due) = match kind {
+        HandlerKind::Expiry => ("Expiry", "deadline"),
+        HandlerKind::Change => ("Change", "write"),
+    };
+    let depth = name("outbox_depth");
     out.family(
-        "ebb_expiry_oldest_pending_seconds",
+        &depth,
         "gauge",
-        "Time since the deadline of the oldest pending expiry event.",
+        &format!("{what} events in the outbox not yet handled."),
+    );
+    for (table, status) in depths {
+        out.sample(&depth, &[("table", table.as_str())], status.pending as f64);
+    }
+    let oldest = name("oldest_pending_seconds");
+    out.family(
+        &oldest,
+        "gauge",
+        &format!(
+            "Time since the {due} of the oldest pending {} event.",
+            kind.as_str()
+        ),
     );
     let now = ebb_host::clock::now_ms();
-    for (table, status) in &depths {
+    for (table, status) in depths {
         if let Some(deadline) = status.oldest_deadline_ms {
             out.sample(
-                "ebb_expiry_oldest_pending_seconds",
+                &oldest,
                 &[("table", table.as_str())],
                 now.saturating_sub(deadline) as f64 / 1000.0,
             );
         }
     }
     let counters: [(&str, &str, StatField); 6] = [
-        ("ebb_expiry_handled_total", "Expiry events handled.", |s| {
-            &s.handled
-        }),
-        ("ebb_expiry_calls_total", "Expiry handler calls.", |s| {
-            &s.calls
-        }),
+        ("handled_total", "events handled.", |s| &s.handled),
+        ("calls_total", "handler calls.", |s| &s.calls),
         (
-            "ebb_expiry_attempts_total",
-            "Expiry event deliveries (events passed to handlers, retries included).",
+            "attempts_total",
+            "event deliveries (events passed to handlers, retries included).",
             |s| &s.attempts,
         ),
         (
-            "ebb_expiry_failed_calls_total",
-            "Expiry handler calls that failed as a whole.",
+            "failed_calls_total",
+            "handler calls that failed as a whole.",
             |s| &s.failed_calls,
         ),
         (
-            "ebb_expiry_failed_events_total",
-            "Expiry event deliveries that failed (retried or dead-lettered).",
+            "failed_events_total",
+            "event deliveries that failed (retried or dead-lettered).",
             |s| &s.failed_events,
         ),
         (
-            "ebb_expiry_skipped_actions_total",
-            "Expiry handler actions skipped because their condition did not hold.",
+            "skipped_actions_total",
+            "handler actions skipped because their condition did not hold.",
             |s| &s.skipped_actions,
         ),
     ];
-    for (name, help, field) in counters {
-        out.family(name, "counter", help);
-        for (table, s) in &stats {
-            out.sample(name, &[("table", table.as_str())], load(field(s)));
+    for (suffix, help, field) in counters {
+        let family = name(suffix);
+        out.family(&family, "counter", &format!("{what} {help}"));
+        for (table, s) in stats {
+            out.sample(&family, &[("table", table.as_str())], load(field(s)));
         }
     }
-    out.family(
-        "ebb_expiry_dead_letters",
-        "gauge",
-        "Expiry events in dead letters.",
-    );
-    for (table, s) in &stats {
-        out.sample(
-            "ebb_expiry_dead_letters",
-            &[("table", table.as_str())],
-            load(&s.dead_letters),
-        );
+    let dead = name("dead_letters");
+    out.family(&dead, "gauge", &format!("{what} events in dead letters."));
+    for (table, s) in stats {
+        out.sample(&dead, &[("table", table.as_str())], load(&s.dead_letters));
     }
+    let lag = name("lag_seconds");
     out.family(
-        "ebb_expiry_lag_seconds",
+        &lag,
         "histogram",
-        "Expiry deadline to successful handling.",
+        &format!("{what} {due} to successful handling."),
     );
-    for (table, s) in &stats {
-        out.histogram(
-            "ebb_expiry_lag_seconds",
-            &[("table", table.as_str())],
-            &s.lag,
-        );
+    for (table, s) in stats {
+        out.histogram(&lag, &[("table", table.as_str())], &s.lag);
     }
 }
 

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::clock::HybridClock;
 use crate::fragment::flush::ExpiryOutbox;
-use crate::store::{MemoryStore, StoreDump};
+use crate::store::{KvStore, MemoryStore, StoreDump};
 
 /// An outbox that binds the table `bound` and numbers events from 1.
 #[derive(Default)]
@@ -168,13 +168,19 @@ impl Cluster {
         self.write_if(table, key, record, Condition::Always);
     }
 
+    /// Writes of the `bound` table carry a change event's sequence number
+    /// (as if it had a change handler), so the change events each replica
+    /// writes with them are compared too.
     fn write_if(&self, table: usize, key: u8, record: Record, condition: Condition) {
+        let change_seq =
+            (table == 0).then(|| self.proposer.state.persistence().outbox().next_seq());
         self.apply(Command::Write(WriteCommand {
             table: TableName::new(TABLES[table]).unwrap(),
             key: Arc::from(format!("k{key:02}")),
             record,
             at_ms: self.now,
             condition,
+            change_seq,
         }));
     }
 
@@ -317,6 +323,7 @@ async fn a_conversion_skips_a_rewritten_key_and_a_purge_a_revived_one() {
             record,
             at_ms,
             condition: Condition::Always,
+            change_seq: None,
         }))
     };
     assert!(matches!(
@@ -398,6 +405,7 @@ fn garbage_and_incomplete_commands_are_corrupt() {
             .into(),
             at_ms: 0,
             condition: None,
+            change_seq: None,
         })),
     }
     .encode_to_vec();
@@ -420,7 +428,7 @@ async fn conditions_and_ttl_changes_are_judged_on_the_visible_record() {
     };
     let write = |mutation, condition: &Condition, now_ms| {
         state
-            .write(&table, &key, mutation, condition, now_ms)
+            .write(&table, &key, mutation, condition, Origin::Client, now_ms)
             .unwrap()
     };
 
@@ -470,6 +478,7 @@ async fn conditions_and_ttl_changes_are_judged_on_the_visible_record() {
                 expires_at_ms: Some(9_000),
             },
             &Condition::Always,
+            Origin::Client,
             200,
         )
         .unwrap()
@@ -509,7 +518,7 @@ async fn conditions_and_ttl_changes_are_judged_on_the_visible_record() {
     let empty = TableName::new("bound").unwrap();
     let on_empty = |condition: &Condition| {
         state
-            .write(&empty, &key, Mutation::Delete, condition, 0)
+            .write(&empty, &key, Mutation::Delete, condition, Origin::Client, 0)
             .unwrap()
     };
     assert_eq!(
@@ -517,4 +526,114 @@ async fn conditions_and_ttl_changes_are_judged_on_the_visible_record() {
         WriteOutcome::ConditionFailed { current: None }
     );
     assert_eq!(on_empty(&Condition::Absent), WriteOutcome::NotFound);
+}
+
+/// An outbox whose table `orders` has a change handler for keys starting
+/// with `o/`, numbering events from 1.
+#[derive(Default)]
+struct ChangesOfOrders(AtomicU64);
+
+impl ExpiryOutbox for ChangesOfOrders {
+    fn is_bound(&self, _: &TableName) -> bool {
+        false
+    }
+
+    fn emits_change(&self, table: &TableName, key: &str) -> bool {
+        table.as_str() == "orders" && key.starts_with("o/")
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn deliver(&self, _: Vec<PendingEvent>) {}
+}
+
+#[tokio::test]
+async fn winning_writes_of_covered_keys_write_change_events_with_both_versions() {
+    let (state, store) = FragmentState::for_tests(2, Arc::new(ChangesOfOrders::default()), "n");
+    let orders = TableName::new("orders").unwrap();
+    let put = |key: &str, value: &'static [u8], origin| match state
+        .write(
+            &orders,
+            &Arc::from(key),
+            Mutation::Put {
+                value: Bytes::from_static(value),
+                expires_at_ms: None,
+            },
+            &Condition::Always,
+            origin,
+            100,
+        )
+        .unwrap()
+    {
+        WriteOutcome::Applied { version, .. } => version,
+        other => panic!("not written: {other:?}"),
+    };
+    let first = put("o/1", b"a", Origin::Client);
+    let second = put("o/1", b"b", Origin::Client);
+    put("x/1", b"not covered", Origin::Client);
+    put("o/2", b"a change handler's own", Origin::ChangeHandler);
+    let deleted = state
+        .write(
+            &orders,
+            &Arc::from("o/1"),
+            Mutation::Delete,
+            &Condition::Always,
+            Origin::Client,
+            100,
+        )
+        .unwrap();
+    // A delete of nothing visible writes nothing, and so no event.
+    let nothing = state
+        .write(
+            &orders,
+            &Arc::from("o/9"),
+            Mutation::Delete,
+            &Condition::Always,
+            Origin::Client,
+            100,
+        )
+        .unwrap();
+    assert_eq!(nothing, WriteOutcome::NotFound);
+    state.persistence().flush().await.unwrap();
+    let mut events = Vec::new();
+    store
+        .scan_family(
+            crate::store::Family::ExpiryOutbox,
+            &[],
+            &mut |key, value| {
+                events.push(PendingEvent::decode(key, value)?);
+                Ok(())
+            },
+        )
+        .unwrap();
+    let seen: Vec<(String, String, String, bool)> = events
+        .iter()
+        .map(|event| {
+            assert_eq!(event.table, orders.changes());
+            let change = event.change_event().unwrap();
+            (
+                change.key.clone(),
+                change.old_version.clone(),
+                change.new_version.clone(),
+                change.deleted,
+            )
+        })
+        .collect();
+    let WriteOutcome::Applied {
+        version: deleted, ..
+    } = deleted
+    else {
+        panic!("the delete applies");
+    };
+    assert_eq!(
+        seen,
+        vec![
+            ("o/1".into(), String::new(), first.to_string(), false),
+            ("o/1".into(), first.to_string(), second.to_string(), false),
+            ("o/1".into(), second.to_string(), deleted.to_string(), true),
+        ],
+        "in order, one per winning write of a covered key, none for a change handler's write"
+    );
 }
