@@ -39,6 +39,7 @@ echo "bench-all at $commit, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc
 run sql env ROWS=1000000 make -s bench-sql
 run plugins env ROWS=1000000 RUNS=5 make -s bench-plugins
 run http env DURATION=5s make -s bench-http
+run triggers env DURATION=5s make -s bench-triggers
 run memory env EBB_BENCH_RECORDS=1000000 make -s bench-memory
 run cluster env DURATION=5s FAILOVERS=3 SCAN_QUERIES=5 make -s bench-cluster
 
@@ -47,7 +48,7 @@ echo "Headline goals at $commit ($(date -u +%Y-%m-%d), $(nproc) cores, \`make be
 echo
 echo "| goal | anchor (ratio) | measured | goal | met |"
 echo "| --- | --- | --- | --- | --- |"
-for name in sql plugins http memory cluster; do
+for name in sql plugins http triggers memory cluster; do
   [ -f "$out/$name.log" ] || continue
   grep -h '^headline: ' "$out/$name.log" | sed 's/^headline: //' |
     awk -F' [|] ' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }'

@@ -17,16 +17,11 @@ use sha2::{Digest, Sha256};
 /// `version` to `1.0@local`, `expires_at_ms` and `observed_at_ms` to 0,
 /// `id` (hex) to the SHA-256 of table, key and version.
 pub fn events(args: &[String]) -> Result<Vec<abi::ExpiryEvent>, String> {
-    if args.is_empty() {
-        return Err(
-            r#"give the handler's events, one JSON object each: '{"key": "s1", "value": "alice", "table": "sessions"}'"#
-                .into(),
-        );
-    }
-    args.iter()
-        .enumerate()
-        .map(|(index, text)| event(text).map_err(|e| format!("event {}: {e}", index + 1)))
-        .collect()
+    parse_each(
+        args,
+        r#"{"key": "s1", "value": "alice", "table": "sessions"}"#,
+        event,
+    )
 }
 
 /// The events of a change handler's call, one JSON object per argument:
@@ -36,20 +31,32 @@ pub fn events(args: &[String]) -> Result<Vec<abi::ExpiryEvent>, String> {
 /// `expires_at_ms` to 0, `written_at_ms` to the new version's time,
 /// `attempt` to 1, `id` (hex) to the SHA-256 of table, key and new version.
 pub fn change_events(args: &[String]) -> Result<Vec<abi::ChangeEvent>, String> {
+    parse_each(
+        args,
+        r#"{"key": "o/1", "value": "x", "table": "orders"}"#,
+        change_event,
+    )
+}
+
+/// Each argument parsed by `parse`, an error naming the argument; at
+/// least one is required (`example` shows one).
+fn parse_each<T>(
+    args: &[String],
+    example: &str,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
     if args.is_empty() {
-        return Err(
-            r#"give the handler's events, one JSON object each: '{"key": "o/1", "value": "x", "table": "orders"}'"#
-                .into(),
-        );
+        return Err(format!(
+            "give the handler's events, one JSON object each: '{example}'"
+        ));
     }
     args.iter()
         .enumerate()
-        .map(|(index, text)| change_event(text).map_err(|e| format!("event {}: {e}", index + 1)))
+        .map(|(index, text)| parse(text).map_err(|e| format!("event {}: {e}", index + 1)))
         .collect()
 }
 
 fn change_event(text: &str) -> Result<abi::ChangeEvent, String> {
-    let fields = object(text)?;
     let known = [
         "id",
         "table",
@@ -62,12 +69,7 @@ fn change_event(text: &str) -> Result<abi::ChangeEvent, String> {
         "written_at_ms",
         "attempt",
     ];
-    if let Some(unknown) = fields.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown field {unknown:?}; change events take {}",
-            known.join(", ")
-        ));
-    }
+    let fields = object(text, &known, "change events")?;
     let field = Fields(&fields);
     let key = field.key()?;
     let table = field.text("table", "t")?;
@@ -105,13 +107,24 @@ fn change_event(text: &str) -> Result<abi::ChangeEvent, String> {
     })
 }
 
-/// The fields of one JSON object.
-fn object(text: &str) -> Result<serde_json::Map<String, Value>, String> {
+/// The fields of one JSON object, refusing any not in `known` (the fields
+/// `what` take).
+fn object(
+    text: &str,
+    known: &[&str],
+    what: &str,
+) -> Result<serde_json::Map<String, Value>, String> {
     let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e}): {text}"))?;
-    match json {
-        Value::Object(fields) => Ok(fields),
-        _ => Err(format!("not a JSON object: {text}")),
+    let Value::Object(fields) = json else {
+        return Err(format!("not a JSON object: {text}"));
+    };
+    if let Some(unknown) = fields.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field {unknown:?}; {what} take {}",
+            known.join(", ")
+        ));
     }
+    Ok(fields)
 }
 
 /// Typed reads of an event's fields, with defaults.
@@ -153,7 +166,6 @@ impl Fields<'_> {
 }
 
 fn event(text: &str) -> Result<abi::ExpiryEvent, String> {
-    let fields = object(text)?;
     let known = [
         "id",
         "table",
@@ -164,12 +176,7 @@ fn event(text: &str) -> Result<abi::ExpiryEvent, String> {
         "observed_at_ms",
         "attempt",
     ];
-    if let Some(unknown) = fields.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown field {unknown:?}; events take {}",
-            known.join(", ")
-        ));
-    }
+    let fields = object(text, &known, "events")?;
     let field = Fields(&fields);
     let key = field.key()?;
     let table = field.text("table", "t")?;
