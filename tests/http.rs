@@ -201,7 +201,7 @@ fn data_written_over_http_survives_a_restart() {
 }
 
 #[test]
-fn a_token_guards_v1_but_not_health_or_metrics() {
+fn a_token_guards_v1_and_metrics_but_not_health() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &["--auth-token", "s3cret"]);
     let url = key_url(&server, "t", "k");
@@ -228,8 +228,11 @@ fn a_token_guards_v1_but_not_health_or_metrics() {
         call("GET", &format!("{}/health", server.url), &[], None).status,
         200
     );
+    // /metrics names every table: it needs the token too (docs/security.md).
+    let metrics = format!("{}/metrics", server.url);
+    assert_eq!(call("GET", &metrics, &[], None).status, 401);
     assert_eq!(
-        call("GET", &format!("{}/metrics", server.url), &[], None).status,
+        call("GET", &metrics, &[("authorization", "Bearer s3cret")], None).status,
         200
     );
     assert_eq!(server.stop(), 0);

@@ -14,6 +14,15 @@ pub enum QueryError {
     /// The request itself is malformed (page size, consistency, parameters).
     #[error("{0}")]
     InvalidRequest(String),
+    /// The query reads a table the request may not read
+    /// ([`crate::QueryRequest::tables`]).
+    #[error("this token may not read table {table}; it is limited to: {allowed}")]
+    Forbidden {
+        /// The table read.
+        table: String,
+        /// The tables allowed, comma-separated.
+        allowed: String,
+    },
     /// The SQL cannot be planned.
     #[error(transparent)]
     Plan(#[from] PlanError),

@@ -86,6 +86,10 @@ pub struct QueryRequest {
     /// `None` reads them linearizably. Fragments held elsewhere are read
     /// from their leaders either way; a single node is always current.
     pub max_staleness: Option<std::time::Duration>,
+    /// The tables the query may read (lower-case names); `None`: any. A
+    /// query (or a continuation) that reads another answers
+    /// [`QueryError::Forbidden`]: how a token limited to tables runs SQL.
+    pub tables: Option<Vec<String>>,
 }
 
 /// Query budgets: exceeding one fails the query with an error naming it.

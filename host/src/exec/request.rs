@@ -147,6 +147,7 @@ fn resolve(ctx: &ExecContext<'_>, request: QueryRequest) -> Result<Resolved, Que
 
 impl<'a> Query<'a> {
     fn prepare(ctx: &'a ExecContext<'a>, request: QueryRequest) -> Result<Self, QueryError> {
+        let tables = request.tables.clone();
         let Resolved {
             sql,
             params,
@@ -159,6 +160,17 @@ impl<'a> Query<'a> {
             versions::check_installed(recorded, ctx.plugins)?;
         }
         let (logical, plugins) = versions::plan(&sql, &params, &ctx.functions(), ctx.plugins)?;
+        if let Some(allowed) = &tables {
+            let read = std::iter::once(&logical.table).chain(logical.join.iter().map(|j| &j.table));
+            for table in read {
+                if !allowed.contains(table) {
+                    return Err(QueryError::Forbidden {
+                        table: table.clone(),
+                        allowed: allowed.join(", "),
+                    });
+                }
+            }
+        }
         if let Some(recorded) = &recorded
             && let Some(changed) = versions::change(recorded, &plugins)
         {

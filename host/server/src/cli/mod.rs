@@ -137,6 +137,9 @@ pub enum Command {
     /// Build, upload, list, show, remove plugins; call one locally.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Make a scoped token for `ebb serve --tokens FILE`.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Bind, unbind and inspect expiry handlers; list and redrive dead letters.
     #[command(subcommand)]
     Expiry(expiry::ExpiryCommand),
@@ -468,6 +471,7 @@ fn run_client(client: &Client, format: Format, command: Command) -> Result<ExitC
             sql::run(client, format, query.as_deref(), &options)
         }
         Command::Plugin(command) => plugin::run(client, format, command),
+        Command::Token(command) => Ok(token(command)),
         Command::Expiry(command) => expiry::run(client, format, command, HandlerKind::Expiry),
         Command::Trigger(command) => expiry::run(client, format, command, HandlerKind::Change),
         Command::Tables => {
@@ -624,5 +628,75 @@ mod human_bytes_tests {
         assert_eq!(human_bytes(1536), "1.5 KiB");
         assert_eq!(human_bytes(20 << 20), "20.0 MiB");
         assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+}
+
+/// Token commands (local: nothing is sent to a server).
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a random token: prints the token (give it to its user) and
+    /// the entry to add to the tokens file (it holds only the token's hash).
+    New {
+        /// A name for the token (shown in errors and logs).
+        name: String,
+        /// A scope it gets: read, write or admin; repeatable.
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
+        /// A table it may touch; repeatable; none means every table.
+        #[arg(long = "table")]
+        tables: Vec<String>,
+    },
+    /// Print the SHA-256 of a token read from stdin, as the tokens file
+    /// stores it.
+    Hash,
+}
+
+fn token(command: TokenCommand) -> ExitCode {
+    use crate::http::tokens;
+    match command {
+        TokenCommand::New {
+            name,
+            scopes,
+            tables,
+        } => {
+            let scopes = match scopes
+                .iter()
+                .map(|s| s.parse::<tokens::Scope>())
+                .collect::<Result<Vec<_>, _>>()
+            {
+                Ok(scopes) => scopes,
+                Err(error) => {
+                    eprintln!("error: {error}");
+                    return ExitCode::from(2);
+                }
+            };
+            if let Some(bad) = tables
+                .iter()
+                .find_map(|t| ebb_host::names::TableName::new(t).err())
+            {
+                eprintln!("error: {bad}");
+                return ExitCode::from(2);
+            }
+            let tables = (!tables.is_empty()).then_some(tables);
+            let (token, entry) = tokens::new_token(&name, scopes, tables);
+            println!("token: {token}");
+            println!(
+                "entry: {}",
+                serde_json::to_string(&entry).unwrap_or_default()
+            );
+            eprintln!(
+                "add the entry to the tokens file's \"tokens\" list and send the server SIGHUP; the token is not stored anywhere"
+            );
+            ExitCode::SUCCESS
+        }
+        TokenCommand::Hash => {
+            let mut text = String::new();
+            if std::io::stdin().read_to_string(&mut text).is_err() {
+                eprintln!("error: cannot read the token from stdin");
+                return ExitCode::from(2);
+            }
+            println!("{}", ebb_host::hex::encode(&tokens::hash(text.trim())));
+            ExitCode::SUCCESS
+        }
     }
 }

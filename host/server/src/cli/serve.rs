@@ -11,6 +11,8 @@ use clap::Args;
 
 use super::duration::{HumanDuration, parse_duration, positive_duration};
 use crate::cluster::{ClusterListener, HttpTransport, serve_cluster};
+use crate::http::auth::Auth;
+use crate::http::tokens::Tokens;
 use crate::http::{AppState, HttpLimits, serve};
 use ebb_host::Node;
 use ebb_host::cluster::ClusterConfig;
@@ -28,9 +30,22 @@ pub struct ServeArgs {
     /// Fragment count of a new data dir (default 16); must match an existing one.
     #[arg(long)]
     pub fragments: Option<u32>,
-    /// Require `Authorization: Bearer <token>` on every /v1 route.
+    /// Require `Authorization: Bearer <token>` on every /v1 route: a
+    /// token with every scope on every table (beside any of --tokens).
     #[arg(long, env = "EBB_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
+    /// Scoped tokens: a JSON file of token hashes with their scopes (read,
+    /// write, admin) and tables (`ebb token new` writes entries); reloaded
+    /// on SIGHUP. See docs/security.md.
+    #[arg(long, env = "EBB_TOKENS")]
+    pub tokens: Option<PathBuf>,
+    /// Serve /metrics without a token even when tokens are required.
+    #[arg(long)]
+    pub metrics_open: bool,
+    /// Allow browser pages from this origin (e.g. https://app.example.com)
+    /// to call the API (CORS); repeatable. None by default.
+    #[arg(long = "cors-origin")]
+    pub cors_origins: Vec<String>,
     /// Largest value in bytes (at most 16 MiB).
     #[arg(long, default_value_t = ebb_host::node::config::DEFAULT_MAX_VALUE_BYTES)]
     pub max_value_bytes: usize,
@@ -315,9 +330,60 @@ impl Signals {
     }
 }
 
+/// The tokens the server starts with: the tokens file's, and
+/// `--auth-token` with every scope.
+fn tokens(args: &ServeArgs) -> Result<Tokens, String> {
+    let tokens = match &args.tokens {
+        Some(path) => Tokens::load(path)?,
+        None => Tokens::default(),
+    };
+    Ok(match &args.auth_token {
+        Some(token) => tokens.with_token(token),
+        None => tokens,
+    })
+}
+
+/// Reload the tokens file on every SIGHUP; a file that does not load
+/// leaves the tokens in force, and says why.
+fn reload_tokens_on_hangup(auth: Arc<Auth>, path: PathBuf, auth_token: Option<String>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        eprintln!("warning: cannot catch SIGHUP; the tokens file is read at start only");
+        return;
+    };
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match Tokens::load(&path) {
+                Ok(tokens) => {
+                    let tokens = match &auth_token {
+                        Some(token) => tokens.with_token(token),
+                        None => tokens,
+                    };
+                    auth.replace(tokens);
+                    println!("auth: reloaded {}", path.display());
+                }
+                Err(error) => {
+                    eprintln!("error: {error}; the tokens in force stay");
+                }
+            }
+        }
+    });
+}
+
 /// Run the server until SIGINT or SIGTERM; a second signal exits at once.
 pub async fn run(args: ServeArgs) -> ExitCode {
     let mut signals = Signals::catch();
+    let tokens = match tokens(&args) {
+        Ok(tokens) => tokens,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let auth = Arc::new(Auth::new(tokens, args.metrics_open));
+    if let Some(path) = &args.tokens {
+        reload_tokens_on_hangup(auth.clone(), path.clone(), args.auth_token.clone());
+    }
     // Before the store opens its files: connections and the store share the limit.
     let open_files = crate::http::server::raise_open_files_limit();
     let mut config = NodeConfig::new(&args.data_dir)
@@ -397,8 +463,21 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             .resident_bytes
             .map_or_else(|| "unknown".to_string(), |n| format!("{n} bytes")),
     );
-    if args.auth_token.is_some() {
-        println!("auth: bearer token required on /v1");
+    if auth.required() {
+        println!(
+            "auth: bearer token required on /v1{}",
+            if args.metrics_open {
+                ""
+            } else {
+                " and /metrics"
+            }
+        );
+    }
+    if !args.cors_origins.is_empty() {
+        println!(
+            "cors: pages of {} may call the API",
+            args.cors_origins.join(", ")
+        );
     }
     if let (Some(id), Some(listen)) = (args.node_id, args.cluster_listen) {
         println!(
@@ -447,7 +526,8 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             idle_timeout: args.idle_timeout.0,
             max_connections: Some(max_connections),
         },
-        auth_token: args.auth_token.map(Arc::from),
+        auth,
+        cors_origins: args.cors_origins.clone().into(),
         metrics: Default::default(),
         draining: Default::default(),
     };

@@ -300,13 +300,16 @@ pub async fn empty_key(
 /// `GET /v1/tables`: tables with live records: counts and memory.
 pub async fn list_tables(
     State(app): State<AppState>,
+    grant: Option<axum::Extension<std::sync::Arc<super::tokens::Grant>>>,
     params: RawQuery,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     no_params(params)?;
+    // A token limited to tables sees only those.
     let tables: Vec<_> = app
         .node
         .tables()
         .into_iter()
+        .filter(|t| grant.as_ref().is_none_or(|g| g.covers(t.name.as_str())))
         .map(|t| {
             json!({
                 "name": t.name.as_str(),

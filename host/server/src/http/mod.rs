@@ -12,6 +12,7 @@ pub mod observe;
 pub mod plugins;
 pub mod server;
 pub mod sql;
+pub mod tokens;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -79,8 +80,10 @@ pub struct AppState {
     pub node: Node,
     /// Request limits.
     pub limits: HttpLimits,
-    /// Bearer token required on `/v1` routes, if set.
-    pub auth_token: Option<Arc<str>>,
+    /// The tokens accepted and what each may do (none: no auth).
+    pub auth: Arc<auth::Auth>,
+    /// Origins browsers may call the API from (CORS); empty: none.
+    pub cors_origins: Arc<[String]>,
     /// Request metrics.
     pub metrics: Arc<HttpMetrics>,
     /// Set when shutdown begins: `/health` answers 503 and new `/v1`
@@ -172,16 +175,22 @@ pub fn router(state: AppState) -> Router {
         )
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_token,
+            auth::authorize,
         ))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             refuse_while_draining,
         ));
-    Router::new()
+    let router = Router::new()
         .merge(v1)
         .route("/health", get(observe::health))
-        .route("/metrics", get(observe::metrics))
+        .route(
+            "/metrics",
+            get(observe::metrics).route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                auth::authorize_metrics,
+            )),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::disable())
@@ -189,8 +198,45 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             observe::track,
         ))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .layer(TraceLayer::new_for_http());
+    // No CORS unless origins are given: browsers then keep other sites'
+    // pages from calling the API.
+    let router = if state.cors_origins.is_empty() {
+        router
+    } else {
+        router.layer(cors(&state.cors_origins))
+    };
+    router.with_state(state)
+}
+
+/// CORS for `origins` (`--cors-origin`): their pages may call every route
+/// with a token, and read the version headers.
+fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, HeaderValue, Method, header};
+    let allowed: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(allowed)
+        .allow_methods([
+            Method::GET,
+            Method::PUT,
+            Method::POST,
+            Method::DELETE,
+            Method::PATCH,
+        ])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            header::IF_MATCH,
+            header::IF_NONE_MATCH,
+        ])
+        .expose_headers([
+            HeaderName::from_static("ebb-version"),
+            HeaderName::from_static("ebb-expires-at"),
+        ])
 }
 
 /// Serve `state` on `listener` under `state.limits` until `shutdown`

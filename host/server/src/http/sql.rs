@@ -39,6 +39,9 @@ impl From<QueryError> for ApiError {
         let message = error.to_string();
         match error {
             QueryError::InvalidRequest(_) => ApiError::invalid_request(message),
+            QueryError::Forbidden { .. } => {
+                ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+            }
             QueryError::Plan(PlanError::Limit { limit, value, .. }) => {
                 ApiError::too_large(message, value as usize).with("budget", json!(limit))
             }
@@ -145,6 +148,7 @@ fn parse_request(body: SqlBody) -> Result<QueryRequest, ApiError> {
         cursor: body.cursor,
         consistency,
         max_staleness: body.max_staleness_ms.map(Duration::from_millis),
+        tables: None,
     })
 }
 
@@ -158,6 +162,7 @@ fn wants_ndjson(headers: &HeaderMap) -> bool {
 /// `POST /v1/sql`.
 pub async fn sql(
     State(app): State<AppState>,
+    grant: Option<axum::Extension<std::sync::Arc<super::tokens::Grant>>>,
     params: RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -173,7 +178,11 @@ pub async fn sql(
     .await?;
     let body: SqlBody = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::invalid_request(format!("bad request body: {e}")))?;
-    let request = parse_request(body)?;
+    let mut request = parse_request(body)?;
+    // A token limited to tables reads only those.
+    request.tables = grant
+        .and_then(|grant| grant.tables.clone())
+        .map(|tables| tables.iter().map(|t| t.as_str().to_string()).collect());
     if wants_ndjson(&headers) {
         return stream(app, request).await;
     }
