@@ -11,6 +11,8 @@ if ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 && ! ls /usr/lib/*/libcl
 fi
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+# The terminal prompt's test drives `ebb sql` in tmux.
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "prereqs: installing ${need_apt[*]} with apt-get"

@@ -30,6 +30,8 @@ mod memory;
 mod plugins_cli;
 #[path = "plugins_hostile.rs"]
 mod plugins_hostile;
+#[path = "prompt.rs"]
+mod prompt;
 #[path = "security.rs"]
 mod security;
 #[path = "shutdown.rs"]

@@ -327,6 +327,14 @@ fn change_handlers_over_http_and_ebb_trigger() {
         Some(&module("ebb_test_flaky")),
     );
     assert_eq!(upload.status, 200, "{}", upload.text());
+    let functions = upload.json()["functions"].clone();
+    let record = functions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "record")
+        .unwrap();
+    assert_eq!(record["kind"], "change_handler", "{functions}");
     let route = format!("{url}/v1/tables/orders/change-handler");
     // An expiry handler is not a change handler, and the other way round.
     let wrong = call(

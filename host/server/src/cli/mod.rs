@@ -12,6 +12,7 @@ pub mod export;
 pub mod handler_call;
 pub mod import;
 pub mod plugin;
+pub mod prompt;
 pub mod scaffold;
 pub mod serve;
 pub mod sql;

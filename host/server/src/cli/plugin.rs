@@ -150,16 +150,6 @@ fn build(dir: &Path) -> Result<PathBuf, ClientError> {
     Ok(PathBuf::from(target).join(format!("wasm32-unknown-unknown/release/{lib}.wasm")))
 }
 
-fn kind(kind: i32) -> &'static str {
-    match abi::FunctionKind::try_from(kind) {
-        Ok(abi::FunctionKind::Scalar) => "scalar",
-        Ok(abi::FunctionKind::Aggregate) => "aggregate",
-        Ok(abi::FunctionKind::ExpiryHandler) => "expiry_handler",
-        Ok(abi::FunctionKind::ChangeHandler) => "change_handler",
-        _ => "unspecified",
-    }
-}
-
 fn print_manifest(manifest: &abi::Manifest, size: usize) {
     println!(
         "plugin {} {} (ABI v{}), {size} bytes",
@@ -174,7 +164,7 @@ fn print_manifest(manifest: &abi::Manifest, size: usize) {
         println!(
             "  {:<16} {:<15} {:<9} {}",
             f.name,
-            kind(f.kind),
+            crate::http::plugins::kind_name(f.kind),
             args,
             f.description
         );

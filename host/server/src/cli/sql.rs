@@ -230,10 +230,15 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Read queries from stdin, one per line (a trailing `;` is optional), until EOF or `\q`.
+/// Read queries from stdin until EOF or `\q`: at a terminal, the line
+/// editor of [`super::prompt`]; otherwise one query per line (a trailing
+/// `;` is optional).
 pub fn prompt(client: &Client, format: Format, options: &SqlOptions) -> ExitCode {
     let stdin = std::io::stdin();
     let interactive = stdin.is_terminal();
+    if interactive && std::io::stdout().is_terminal() {
+        return super::prompt::interactive(client, format, options);
+    }
     let mut failed = false;
     loop {
         if interactive {

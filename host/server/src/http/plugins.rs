@@ -36,11 +36,13 @@ impl From<PluginError> for ApiError {
     }
 }
 
-fn kind_name(kind: i32) -> &'static str {
+/// A declared function kind as the API and the CLI print it.
+pub fn kind_name(kind: i32) -> &'static str {
     match abi::FunctionKind::try_from(kind) {
         Ok(abi::FunctionKind::Scalar) => "scalar",
         Ok(abi::FunctionKind::Aggregate) => "aggregate",
         Ok(abi::FunctionKind::ExpiryHandler) => "expiry_handler",
+        Ok(abi::FunctionKind::ChangeHandler) => "change_handler",
         _ => "unspecified",
     }
 }
