@@ -9,11 +9,7 @@ DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-1}
 
-if ! command -v wrk >/dev/null 2>&1; then
-  echo "bench-http: installing wrk"
-  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
-  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq wrk >/dev/null
-fi
+./scripts/need-wrk.sh
 
 cargo build --release -q --workspace --bin ebb --example http_floor
 bin="${CARGO_TARGET_DIR:-target}/release"

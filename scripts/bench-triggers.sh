@@ -16,11 +16,7 @@ DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-1}
 
-if ! command -v wrk >/dev/null 2>&1; then
-  echo "bench-triggers: installing wrk"
-  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
-  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq wrk >/dev/null
-fi
+./scripts/need-wrk.sh
 
 cargo build --release -q --workspace --bin ebb
 target="${CARGO_TARGET_DIR:-target}"

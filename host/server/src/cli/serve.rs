@@ -353,7 +353,12 @@ fn reload_tokens_on_hangup(auth: Arc<Auth>, path: PathBuf, auth_token: Option<St
     };
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            match Tokens::load(&path) {
+            // A file read: off the tokio workers.
+            let file = path.clone();
+            let loaded = tokio::task::spawn_blocking(move || Tokens::load(&file))
+                .await
+                .unwrap_or_else(|e| Err(format!("reading the tokens file failed: {e}")));
+            match loaded {
                 Ok(tokens) => {
                     let tokens = match &auth_token {
                         Some(token) => tokens.with_token(token),
