@@ -9,10 +9,14 @@ CARGO ?= cargo
 PROFILE := --release
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: run cluster example test fuzz-soak bench bench-all bench-sql bench-plugins bench-expiry bench-http bench-triggers bench-cluster bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs clean-data
+.PHONY: run cluster example test fuzz-soak bench bench-all bench-sql bench-plugins bench-expiry bench-http bench-triggers bench-cluster bench-isolation bench-memory bench-boot bench-purge build plugins lint fmt prereqs prereqs-test screenshots clean-data
 
 prereqs:
 	@./scripts/prereqs.sh
+
+# What the tests drive besides: tmux and headless Chromium with ChromeDriver.
+prereqs-test:
+	@./scripts/prereqs.sh --test
 
 build: prereqs
 	$(CARGO) build $(PROFILE) --workspace --bins --examples
@@ -45,9 +49,13 @@ cluster: prereqs
 example: prereqs
 	$(CARGO) run $(PROFILE) --workspace --example embedded
 
-test: prereqs plugins
+test: prereqs-test plugins
 	$(CARGO) test $(PROFILE) --workspace --all-targets
 	$(CARGO) test $(PROFILE) --workspace --doc
+
+# Refresh the console's screenshots in docs/img from its browser test.
+screenshots: prereqs-test plugins
+	EBB_SCREENSHOT_DIR=$(CURDIR)/docs/img $(CARGO) test $(PROFILE) --workspace --test server console::
 
 # A longer fuzz run than `make test`: every fuzz test repeats rounds of
 # cases for FUZZ_SECONDS (default 600) each, all at once, then the plugin

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Install what building ebb needs and is missing: libclang (the rocksdb crate
-# runs bindgen), a C/C++ compiler, and the wasm32 target for plugins.
+# runs bindgen), a C/C++ compiler, and the wasm32 target for plugins. With
+# --test, also what the tests drive: tmux (the terminal prompt) and headless
+# Chromium with ChromeDriver (the web console).
 # Idempotent; safe to run on every `make run` / `make test`.
 set -euo pipefail
+
+tests=false
+[ "${1:-}" = "--test" ] && tests=true
 
 need_apt=()
 # bindgen needs the unversioned libclang.so that libclang-dev provides.
@@ -11,14 +16,19 @@ if ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 && ! ls /usr/lib/*/libcl
 fi
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
-# The terminal prompt's test drives `ebb sql` in tmux.
-command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+if $tests; then
+  command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+  [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+  [ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "prereqs: installing ${need_apt[*]} with apt-get"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Without recommends: Chromium's pull in a desktop (printing, power
+  # management) that headless tests do not use.
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

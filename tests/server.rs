@@ -14,6 +14,8 @@ mod cli;
 mod cluster;
 #[path = "conditional.rs"]
 mod conditional;
+#[path = "console.rs"]
+mod console;
 #[path = "expiry.rs"]
 mod expiry;
 #[path = "expiry_limits.rs"]
@@ -40,5 +42,7 @@ mod shutdown;
 mod sql_http;
 #[path = "sync_durability.rs"]
 mod sync_durability;
+#[path = "tls.rs"]
+mod tls;
 #[path = "triggers.rs"]
 mod triggers;

@@ -1,8 +1,11 @@
 //! The HTTP client shared by every CLI command.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 
 /// What a request came back with.
 #[derive(Debug)]
@@ -65,6 +68,25 @@ pub struct Client {
     token: Option<String>,
 }
 
+/// The PEM certificates in `path`.
+fn trusted(path: &Path) -> Result<Vec<Certificate<'static>>, ClientError> {
+    let pem = std::fs::read(path)
+        .map_err(|e| ClientError::Local(format!("cannot read --cacert {}: {e}", path.display())))?;
+    let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(&pem)
+        .filter_map(|item| match item {
+            Ok(PemItem::Certificate(cert)) => Some(cert),
+            _ => None,
+        })
+        .collect();
+    if certs.is_empty() {
+        return Err(ClientError::Local(format!(
+            "--cacert {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        )));
+    }
+    Ok(certs)
+}
+
 /// Percent-encode one path segment (everything but unreserved characters).
 pub fn encode_segment(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
@@ -79,18 +101,36 @@ pub fn encode_segment(segment: &str) -> String {
 }
 
 impl Client {
-    /// A client for the server at `base` (e.g. `http://127.0.0.1:7070`).
+    /// A client for the server at `base` (e.g. `http://127.0.0.1:7070`, or
+    /// `https://…` trusting the Mozilla root set built in).
     pub fn new(base: &str, token: Option<String>) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        Self::with_cacert(base, token, None).expect("no certificate file to read")
+    }
+
+    /// [`Client::new`] trusting, over HTTPS, the PEM certificates in
+    /// `cacert` instead of the built-in roots (a self-signed server's own
+    /// certificate, or a private CA). Fails only when `cacert` cannot be
+    /// read or holds no certificate.
+    pub fn with_cacert(
+        base: &str,
+        token: Option<String>,
+        cacert: Option<&Path>,
+    ) -> Result<Self, ClientError> {
+        let mut config = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(300)))
-            .build()
-            .into();
-        Self {
-            agent,
+            .timeout_global(Some(Duration::from_secs(300)));
+        if let Some(path) = cacert {
+            config = config.tls_config(
+                TlsConfig::builder()
+                    .root_certs(RootCerts::Specific(Arc::new(trusted(path)?)))
+                    .build(),
+            );
+        }
+        Ok(Self {
+            agent: config.build().into(),
             base: base.trim_end_matches('/').to_string(),
             token,
-        }
+        })
     }
 
     /// Send a request; non-2xx answers become [`ClientError::Server`].

@@ -44,6 +44,11 @@ pub struct Cli {
     /// Bearer token for client commands.
     #[arg(long, global = true, env = "EBB_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Trust the PEM certificates in this file for an https:// --url (the
+    /// server's own self-signed certificate, or a private CA) instead of
+    /// the built-in Mozilla roots.
+    #[arg(long, global = true, env = "EBB_CACERT")]
+    pub cacert: Option<std::path::PathBuf>,
     /// Output format of client commands.
     #[arg(long, global = true, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -290,7 +295,14 @@ pub fn main() -> ExitCode {
             }
         },
         command => {
-            let client = Client::new(&cli.url, cli.token.clone());
+            let client =
+                match Client::with_cacert(&cli.url, cli.token.clone(), cli.cacert.as_deref()) {
+                    Ok(client) => client,
+                    Err(error) => {
+                        eprintln!("error: {error}");
+                        return ExitCode::FAILURE;
+                    }
+                };
             match run_client(&client, cli.format, command) {
                 Ok(code) => code,
                 Err(error) => {

@@ -12,6 +12,7 @@ use clap::Args;
 use super::duration::{HumanDuration, parse_duration, positive_duration};
 use crate::cluster::{ClusterListener, HttpTransport, serve_cluster};
 use crate::http::auth::Auth;
+use crate::http::tls::Tls;
 use crate::http::tokens::Tokens;
 use crate::http::{AppState, HttpLimits, serve};
 use ebb_host::Node;
@@ -42,6 +43,16 @@ pub struct ServeArgs {
     /// Serve /metrics without a token even when tokens are required.
     #[arg(long)]
     pub metrics_open: bool,
+    /// Serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate chain,
+    /// leaf first; needs --tls-key. Reloaded with the key on SIGHUP.
+    #[arg(long, env = "EBB_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "EBB_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Do not serve the web console at `/` (the API is unchanged).
+    #[arg(long)]
+    pub no_console: bool,
     /// Allow browser pages from this origin (e.g. https://app.example.com)
     /// to call the API (CORS); repeatable. None by default.
     #[arg(long = "cors-origin")]
@@ -343,36 +354,58 @@ fn tokens(args: &ServeArgs) -> Result<Tokens, String> {
     })
 }
 
-/// Reload the tokens file on every SIGHUP; a file that does not load
-/// leaves the tokens in force, and says why.
-fn reload_tokens_on_hangup(auth: Arc<Auth>, path: PathBuf, auth_token: Option<String>) {
+/// What SIGHUP reloads: the tokens file (with `--auth-token` added back)
+/// and the TLS certificate and key.
+struct Reloadable {
+    auth: Arc<Auth>,
+    tokens: Option<PathBuf>,
+    auth_token: Option<String>,
+    tls: Option<Arc<Tls>>,
+}
+
+/// Reload the tokens file and the TLS certificate and key on every SIGHUP;
+/// one that does not load leaves what is in force, and says why.
+fn reload_on_hangup(reload: Reloadable) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-        eprintln!("warning: cannot catch SIGHUP; the tokens file is read at start only");
+        eprintln!(
+            "warning: cannot catch SIGHUP; the tokens file and TLS certificate are read at start only"
+        );
         return;
     };
+    let reload = Arc::new(reload);
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            // A file read: off the tokio workers.
-            let file = path.clone();
-            let loaded = tokio::task::spawn_blocking(move || Tokens::load(&file))
-                .await
-                .unwrap_or_else(|e| Err(format!("reading the tokens file failed: {e}")));
-            match loaded {
-                Ok(tokens) => {
-                    let tokens = match &auth_token {
-                        Some(token) => tokens.with_token(token),
-                        None => tokens,
-                    };
-                    auth.replace(tokens);
-                    println!("auth: reloaded {}", path.display());
-                }
-                Err(error) => {
-                    eprintln!("error: {error}; the tokens in force stay");
-                }
+            // File reads: off the tokio workers.
+            let reload = reload.clone();
+            let done = tokio::task::spawn_blocking(move || reload_now(&reload)).await;
+            if let Err(error) = done {
+                eprintln!("error: reloading on SIGHUP failed: {error}");
             }
         }
     });
+}
+
+fn reload_now(reload: &Reloadable) {
+    if let Some(path) = &reload.tokens {
+        match Tokens::load(path) {
+            Ok(tokens) => {
+                let tokens = match &reload.auth_token {
+                    Some(token) => tokens.with_token(token),
+                    None => tokens,
+                };
+                reload.auth.replace(tokens);
+                println!("auth: reloaded {}", path.display());
+            }
+            Err(error) => eprintln!("error: {error}; the tokens in force stay"),
+        }
+    }
+    if let Some(tls) = &reload.tls {
+        match tls.reload() {
+            Ok(()) => println!("tls: reloaded {}", tls.cert_path().display()),
+            Err(error) => eprintln!("error: {error}; the certificate in force stays"),
+        }
+    }
 }
 
 /// Run the server until SIGINT or SIGTERM; a second signal exits at once.
@@ -386,8 +419,23 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         }
     };
     let auth = Arc::new(Auth::new(tokens, args.metrics_open));
-    if let Some(path) = &args.tokens {
-        reload_tokens_on_hangup(auth.clone(), path.clone(), args.auth_token.clone());
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => match Tls::load(cert, key) {
+            Ok(tls) => Some(Arc::new(tls)),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    if args.tokens.is_some() || tls.is_some() {
+        reload_on_hangup(Reloadable {
+            auth: auth.clone(),
+            tokens: args.tokens.clone(),
+            auth_token: args.auth_token.clone(),
+            tls: tls.clone(),
+        });
     }
     // Before the store opens its files: connections and the store share the limit.
     let open_files = crate::http::server::raise_open_files_limit();
@@ -449,7 +497,8 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     };
     let address = listener.local_addr().map_or(args.listen, |a| a);
     let boot = node.boot_stats();
-    println!("ebb listening on http://{address}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("ebb listening on {scheme}://{address}");
     println!(
         "data dir {} ({} fragments, {} records loaded, {} expired while down)",
         node.data_dir().display(),
@@ -535,6 +584,8 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         cors_origins: args.cors_origins.clone().into(),
         metrics: Default::default(),
         draining: Default::default(),
+        tls,
+        console: !args.no_console,
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, state, async {

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod batch;
 pub mod body;
 pub mod cluster;
+pub mod console;
 pub mod error;
 pub mod expiry;
 pub mod kv;
@@ -12,6 +13,7 @@ pub mod observe;
 pub mod plugins;
 pub mod server;
 pub mod sql;
+pub mod tls;
 pub mod tokens;
 
 use std::future::Future;
@@ -89,6 +91,10 @@ pub struct AppState {
     /// Set when shutdown begins: `/health` answers 503 and new `/v1`
     /// requests are refused while those in flight finish.
     pub draining: Arc<AtomicBool>,
+    /// Serve over TLS with this certificate (`--tls-cert`); `None`: plain HTTP.
+    pub tls: Option<Arc<tls::Tls>>,
+    /// Serve the web console at `/` (off with `--no-console`).
+    pub console: bool,
 }
 
 /// While the server drains, a `/v1` request that arrives is answered 503
@@ -116,7 +122,8 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-/// The full router: `/v1` routes behind auth, `/health` and `/metrics` open.
+/// The full router: `/v1` routes behind auth, `/metrics` behind auth unless
+/// opened, `/health` and the console's files open.
 pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route(
@@ -192,7 +199,16 @@ pub fn router(state: AppState) -> Router {
             )),
         )
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    let router = if state.console {
+        router
+            .route("/", get(console::index))
+            .route("/console/console.js", get(console::script))
+            .route("/console/console.css", get(console::style))
+    } else {
+        router
+    };
+    let router = router
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -250,5 +266,15 @@ pub async fn serve(
     let limits = state.limits;
     let metrics = state.metrics.clone();
     let draining = state.draining.clone();
-    server::run(listener, router(state), limits, metrics, draining, shutdown).await
+    let tls = state.tls.clone();
+    server::run(
+        listener,
+        router(state),
+        limits,
+        metrics,
+        draining,
+        tls,
+        shutdown,
+    )
+    .await
 }

@@ -111,6 +111,7 @@ pub async fn health(State(app): State<AppState>) -> Response {
     };
     let mut body = json!({
         "status": status,
+        "version": env!("CARGO_PKG_VERSION"),
         "node_id": app.node.node_id(),
         "fragment_count": app.node.fragment_count(),
         "active_operations": health.active_operations,
@@ -570,9 +571,19 @@ fn connection_metrics(out: &mut PromWriter, stats: &ConnectionStats) {
         value(&stats.accept_errors),
     );
     out.family(
+        "ebb_http_tls_handshake_failures_total",
+        "counter",
+        "TLS handshakes that failed (untrusted certificate, plain HTTP on the TLS port, nothing in common).",
+    );
+    out.sample(
+        "ebb_http_tls_handshake_failures_total",
+        &[],
+        value(&stats.tls_handshake_failures),
+    );
+    out.family(
         "ebb_http_connections_timed_out_total",
         "counter",
-        "Connections closed by the header read or idle timeout.",
+        "Connections closed by the header read (or TLS handshake) or idle timeout.",
     );
     for (reason, counter) in [
         ("header", &stats.header_timeouts),

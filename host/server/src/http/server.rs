@@ -1,17 +1,19 @@
-//! The HTTP/1.1 server: an accept loop with a connection cap, header, body and idle timeouts, graceful shutdown (a drain).
+//! The HTTP server: an accept loop with a connection cap, TLS (HTTP/2 and HTTP/1.1 by ALPN), header, body and idle timeouts, graceful shutdown (a drain).
 //!
 //! Every connection holds a permit of a semaphore sized by the cap; a
 //! connection accepted without one is answered a minimal 503 and closed at
-//! once, so descriptors never run out on open connections alone. Beside
-//! each hyper connection runs a watchdog that closes it when a request's
-//! line and headers take longer than the header read timeout (counted from
-//! the accept for a new connection, from the first byte for a later
-//! request) or when it waits idle for a next request longer than the idle
-//! timeout. A request body that stalls while a handler reads it fails the
-//! read with [`BodyReadTimeout`], which handlers answer 408 (and the
-//! connection closes). The watchdog never runs while a request is with its
-//! handler or its response is being sent: those are bounded by the
-//! handlers' own limits (the query timeout, for one).
+//! once, so descriptors never run out on open connections alone (over TLS
+//! the refusal needs a handshake: at most [`TLS_REFUSALS`] run at once, a
+//! connection past them is closed without an answer). Beside each hyper
+//! connection runs a watchdog that closes it when a request's line and
+//! headers (or, over TLS, the handshake) take longer than the header read
+//! timeout (counted from the accept for a new connection, from the first
+//! byte for a later HTTP/1.1 request) or when it waits idle for a next
+//! request longer than the idle timeout. A request body that stalls while a
+//! handler reads it fails the read with [`BodyReadTimeout`], which handlers
+//! answer 408 (and the connection closes). The watchdog never runs while a
+//! request is with its handler or its response is being sent: those are
+//! bounded by the handlers' own limits (the query timeout, for one).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -26,10 +28,10 @@ use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{Request, StatusCode};
 use hyper::body::{Frame, Incoming, SizeHint};
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
@@ -38,6 +40,7 @@ use tower_service::Service;
 use super::HttpLimits;
 use super::error::ApiError;
 use super::observe::HttpMetrics;
+use super::tls::{ALPN_H2, Tls};
 
 /// Highest open-files limit [`raise_open_files_limit`] asks for.
 const OPEN_FILES_CEILING: u64 = 1 << 20;
@@ -45,6 +48,11 @@ const OPEN_FILES_CEILING: u64 = 1 << 20;
 const ACCEPT_PAUSE_MIN: Duration = Duration::from_millis(10);
 /// Longest pause after failed accepts.
 const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
+/// Most TLS connections over the cap being answered 503 at once (each
+/// needs a handshake); past them a connection over the cap is closed.
+pub const TLS_REFUSALS: usize = 32;
+/// Longest a TLS refusal (handshake and answer) may take.
+const TLS_REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Connection counters, shown on `/metrics`.
 #[derive(Debug, Default)]
@@ -60,6 +68,10 @@ pub struct ConnectionStats {
     pub header_timeouts: AtomicU64,
     /// Keep-alive connections closed after waiting too long for a request.
     pub idle_timeouts: AtomicU64,
+    /// TLS handshakes that failed (a client that does not trust the
+    /// certificate, speaks plain HTTP to the TLS port, or no TLS version
+    /// or cipher in common).
+    pub tls_handshake_failures: AtomicU64,
 }
 
 /// A request body stalled: nothing arrived for the body read timeout while
@@ -111,19 +123,21 @@ pub fn default_max_connections(open_files: Option<u64>) -> usize {
     open_files.map_or(1024, |n| (n / 2).clamp(32, 16_384) as usize)
 }
 
-/// Serve `router` on `listener` under `limits` until `shutdown` resolves,
-/// then drain: set `draining` (so `/health` answers 503 and new `/v1`
-/// requests are refused), close idle connections, let requests in flight
-/// finish, and meanwhile keep answering new connections, one request each.
-/// Once every connection from before the drain has closed, stop accepting
-/// and return when the rest have closed too. Accept errors never end the
-/// loop: they pause it (10 ms, doubling to 1 s).
+/// Serve `router` on `listener` under `limits` (over TLS with `tls`) until
+/// `shutdown` resolves, then drain: set `draining` (so `/health` answers
+/// 503 and new `/v1` requests are refused), close idle connections, let
+/// requests in flight finish, and meanwhile keep answering new
+/// connections, one request each. Once every connection from before the
+/// drain has closed, stop accepting and return when the rest have closed
+/// too. Accept errors never end the loop: they pause it (10 ms, doubling
+/// to 1 s).
 pub async fn run(
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,
     metrics: Arc<HttpMetrics>,
     draining: Arc<AtomicBool>,
+    tls: Option<Arc<Tls>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let cap = limits
@@ -131,7 +145,8 @@ pub async fn run(
         .unwrap_or_else(|| default_max_connections(open_files_limit()))
         .clamp(1, u32::MAX as usize);
     let permits = Arc::new(Semaphore::new(cap));
-    let refusal = refusal(cap);
+    let refusal: Arc<[u8]> = refusal(cap).into();
+    let tls_refusals = Arc::new(Semaphore::new(TLS_REFUSALS));
     let (stop_tx, stop_rx) = watch::channel(());
     // Every connection accepted before the drain holds a sender: the
     // receiver ends once they have all closed.
@@ -151,11 +166,14 @@ pub async fn run(
                 _serving: serving,
                 _permit: permit,
             };
-            tokio::spawn(connection.serve(stream, stop));
+            tokio::spawn(connection.start(stream, tls.clone(), stop));
         }
         Err(_) => {
             metrics.connections.refused.fetch_add(1, Ordering::Relaxed);
-            refuse(stream, &refusal);
+            match &tls {
+                None => refuse(stream, &refusal),
+                Some(tls) => refuse_tls(stream, tls, refusal.clone(), &tls_refusals),
+            }
         }
     };
     loop {
@@ -251,6 +269,25 @@ fn refuse(stream: TcpStream, refusal: &[u8]) {
     let _ = stream.try_read(&mut sink);
 }
 
+/// [`refuse`] over TLS: handshake (HTTP/1.1 only) and answer on a task of
+/// its own, at most [`TLS_REFUSALS`] at once and each within
+/// [`TLS_REFUSAL_TIMEOUT`]; past them the connection is closed unanswered.
+fn refuse_tls(stream: TcpStream, tls: &Tls, refusal: Arc<[u8]>, refusals: &Arc<Semaphore>) {
+    let Ok(permit) = refusals.clone().try_acquire_owned() else {
+        return;
+    };
+    let acceptor = tls.refusal_acceptor();
+    tokio::spawn(async move {
+        let answer = async {
+            let mut stream = acceptor.accept(stream).await?;
+            stream.write_all(&refusal).await?;
+            stream.shutdown().await
+        };
+        let _ = tokio::time::timeout(TLS_REFUSAL_TIMEOUT, answer).await;
+        drop(permit);
+    });
+}
+
 /// One accepted connection and what it needs.
 struct Connection {
     router: Router,
@@ -273,15 +310,46 @@ enum Expiry {
 }
 
 impl Connection {
-    /// Serve HTTP/1.1 on `stream` until the client closes, a timeout passes,
-    /// or (after `stop` changes) the request in flight is answered.
-    async fn serve(self, stream: TcpStream, mut stop: watch::Receiver<()>) {
+    /// Serve `stream` (after a TLS handshake within the header read
+    /// timeout, with `tls`) until the client closes, a timeout passes, or
+    /// (after `stop` changes) the request in flight is answered.
+    async fn start(self, stream: TcpStream, tls: Option<Arc<Tls>>, stop: watch::Receiver<()>) {
         let stats = &self.metrics.connections;
         stats.open.fetch_add(1, Ordering::Relaxed);
+        match tls {
+            None => self.serve(stream, false, stop).await,
+            Some(tls) => {
+                let handshake = tls.acceptor().accept(stream);
+                match tokio::time::timeout(self.limits.header_read_timeout, handshake).await {
+                    Ok(Ok(stream)) => {
+                        let h2 = stream.get_ref().1.alpn_protocol() == Some(ALPN_H2);
+                        self.serve(stream, h2, stop).await;
+                    }
+                    Ok(Err(error)) => {
+                        stats.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!("TLS handshake failed: {error}");
+                    }
+                    Err(_) => {
+                        stats.header_timeouts.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!("closing a connection whose TLS handshake took too long");
+                    }
+                }
+            }
+        }
+        stats.open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Serve HTTP/2 (`h2`) or HTTP/1.1 on `stream` under the watchdog.
+    async fn serve<S>(&self, stream: S, h2: bool, stop: watch::Receiver<()>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let activity = Arc::new(Activity::new());
         let io = TokioIo::new(Watched {
             stream,
             activity: activity.clone(),
+            // HTTP/2 sends frames (pings, settings) that start no request.
+            heads: !h2,
         });
         let router = self.router.clone();
         let body_timeout = self.limits.body_read_timeout;
@@ -295,12 +363,53 @@ impl Connection {
                 Ok::<_, Infallible>(response.map(|body| UntilSent { body, _busy: busy }))
             }
         });
-        // No hyper timer: the watchdog below keeps the header and idle timeouts.
-        let mut builder = http1::Builder::new();
-        builder
-            .header_read_timeout(None)
-            .keep_alive(self.keep_alive);
-        let mut connection = pin!(builder.serve_connection(io, service));
+        if h2 {
+            let connection =
+                pin!(http2::Builder::new(TokioExecutor::new()).serve_connection(io, service));
+            // HTTP/2 has no "one request and close": a connection accepted
+            // while draining is sent GOAWAY at once.
+            let at_once = !self.keep_alive;
+            self.watch(
+                connection,
+                |c| c.graceful_shutdown(),
+                &activity,
+                stop,
+                at_once,
+            )
+            .await;
+        } else {
+            // No hyper timer: the watchdog keeps the header and idle timeouts.
+            let mut builder = http1::Builder::new();
+            builder
+                .header_read_timeout(None)
+                .keep_alive(self.keep_alive);
+            let connection = pin!(builder.serve_connection(io, service));
+            self.watch(
+                connection,
+                |c| c.graceful_shutdown(),
+                &activity,
+                stop,
+                false,
+            )
+            .await;
+        }
+    }
+
+    /// Drive `connection` until it ends or its [`Activity`] passes a
+    /// deadline; `graceful` starts its graceful shutdown when `stop`
+    /// changes (at once for a connection accepted while draining over
+    /// HTTP/2, which cannot be limited to one request).
+    async fn watch<C>(
+        &self,
+        mut connection: Pin<&mut C>,
+        graceful: impl Fn(Pin<&mut C>),
+        activity: &Activity,
+        mut stop: watch::Receiver<()>,
+        stop_at_once: bool,
+    ) where
+        C: Future<Output = hyper::Result<()>>,
+    {
+        let stats = &self.metrics.connections;
         // A state change (a request begins or ends, bytes arrive) can only
         // move the deadline later or clear it, except the first byte after
         // an idle wait; waking this often catches that one in time.
@@ -308,7 +417,10 @@ impl Connection {
             .limits
             .header_read_timeout
             .min(self.limits.idle_timeout);
-        let mut stopping = false;
+        let mut stopping = stop_at_once;
+        if stopping {
+            graceful(connection.as_mut());
+        }
         loop {
             let now = Instant::now();
             let wake = match activity.deadline(&self.limits) {
@@ -334,11 +446,10 @@ impl Connection {
                 () = sleep_until(wake) => {}
                 _ = stop.changed(), if !stopping => {
                     stopping = true;
-                    connection.as_mut().graceful_shutdown();
+                    graceful(connection.as_mut());
                 }
             }
         }
-        stats.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -410,13 +521,16 @@ impl Drop for Busy {
     }
 }
 
-/// The socket of a connection, telling its [`Activity`] when bytes arrive.
-struct Watched {
-    stream: TcpStream,
+/// The stream of a connection, telling its [`Activity`] when bytes arrive.
+struct Watched<S> {
+    stream: S,
     activity: Arc<Activity>,
+    /// Bytes arriving on an idle connection start a request's head
+    /// (HTTP/1.1; not HTTP/2, whose frames may start none).
+    heads: bool,
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -425,14 +539,14 @@ impl AsyncRead for Watched {
         let this = self.get_mut();
         let before = buf.filled().len();
         let result = Pin::new(&mut this.stream).poll_read(cx, buf);
-        if buf.filled().len() > before {
+        if this.heads && buf.filled().len() > before {
             this.activity.bytes_arrived();
         }
         result
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
