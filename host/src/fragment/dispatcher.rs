@@ -1,11 +1,12 @@
-//! The dispatcher: owns the `high` pool's worker actors and routes each
-//! admitted write to one of them, sticky by key.
+//! The dispatcher: owns the `high` pool's worker actors, publishes them for
+//! the fragment's handle to route writes to (sticky by key), and routes the
+//! writes sent to it while a worker is being replaced.
 
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
 
-use super::runtime::FragmentShared;
+use super::runtime::{FragmentShared, worker_slot};
 use super::worker::{Operation, Worker};
 
 /// The dispatcher actor. Workers are linked to it: a dead worker is
@@ -57,6 +58,7 @@ impl Actor for Dispatcher {
                 }
             }
         }
+        shared.set_workers(&workers);
         Ok(DispatcherState { shared, workers })
     }
 
@@ -81,7 +83,7 @@ impl Actor for Dispatcher {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let workers = &state.workers;
-        let worker = &workers[(operation.route % workers.len() as u64) as usize];
+        let worker = &workers[worker_slot(operation.route, workers.len())];
         // A dead worker's slot is refilled on its supervision event; an
         // operation sent meanwhile is dropped with its reply, which its
         // caller sees as an interrupted operation, never as success.
@@ -113,6 +115,7 @@ impl Actor for Dispatcher {
             }
             let worker = Self::spawn_worker(&myself, &state.shared).await?;
             state.workers[slot] = worker;
+            state.shared.set_workers(&state.workers);
             state.shared.count_restart(&format!("worker-high-{slot}"));
         }
         Ok(())

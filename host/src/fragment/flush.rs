@@ -157,6 +157,25 @@ pub struct FlushStats {
 /// since), counts the failure, and the next flush retries it. Nothing
 /// enqueued is dropped; when the backlog reaches `limit_bytes`, new writes are
 /// refused with [`BacklogFull`] before they are applied.
+/// What writers waiting for durability asked of the flushing task.
+#[derive(Default)]
+struct FlushRequests {
+    /// The task runs (it stops when a round ends with nothing asked).
+    running: bool,
+    /// A writer waits for a round that starts after it asked.
+    wanted: bool,
+    /// One of them needs the round fsynced.
+    wanted_sync: bool,
+}
+
+/// The last round of the flushing task.
+#[derive(Debug, Clone, Default)]
+struct FlushRound {
+    /// Its failure: the sequence number through which its batch held
+    /// everything enqueued, and the error.
+    failed: Option<(u64, StoreError)>,
+}
+
 pub(crate) struct Persistence {
     fragment: FragmentId,
     committer: Arc<Committer>,
@@ -164,6 +183,10 @@ pub(crate) struct Persistence {
     buffer: parking_lot::Mutex<Buffer>,
     /// One flush at a time: keeps batches in order.
     ordering: tokio::sync::Mutex<()>,
+    /// Flushes writers wait for, run one after another by one task.
+    requests: parking_lot::Mutex<FlushRequests>,
+    /// The rounds of that task: bumped after each, with its failure.
+    rounds: tokio::sync::watch::Sender<FlushRound>,
     durable_seq: AtomicU64,
     synced_seq: AtomicU64,
     flushes: AtomicU64,
@@ -192,6 +215,8 @@ impl Persistence {
             outbox,
             buffer: parking_lot::Mutex::new(Buffer::default()),
             ordering: tokio::sync::Mutex::new(()),
+            requests: parking_lot::Mutex::new(FlushRequests::default()),
+            rounds: tokio::sync::watch::Sender::new(FlushRound::default()),
             durable_seq: AtomicU64::new(0),
             synced_seq: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
@@ -314,16 +339,77 @@ impl Persistence {
     }
 
     /// Wait until every record enqueued up to `seq` is in the store's log
-    /// (and fsynced with `sync`). Runs the flush on its own task so that a
-    /// caller that gives up cannot leave a batch half-handled.
+    /// (and fsynced with `sync`), or until a flush of it failed. Writers
+    /// that wait together share flushes: one task per fragment runs them
+    /// one after another, each taking everything enqueued when it starts,
+    /// so a caller that gives up cannot leave a batch half-handled and a
+    /// burst of writers costs a flush, not a task and a lock turn each.
     pub async fn flush_through(self: &Arc<Self>, seq: u64, sync: bool) -> Result<(), StoreError> {
-        if self.is_covered(seq, sync) {
-            return Ok(());
+        let mut rounds = self.rounds.subscribe();
+        loop {
+            if self.is_covered(seq, sync) {
+                return Ok(());
+            }
+            self.request_flush(sync);
+            // The sender lives in `self`, which this holds: never closed.
+            let _ = rounds.changed().await;
+            let failed = rounds.borrow_and_update().failed.clone();
+            if let Some((through, error)) = failed
+                && through >= seq
+                && !self.is_covered(seq, sync)
+            {
+                return Err(error);
+            }
         }
+    }
+
+    /// Ask the flushing task for a round that starts from now, starting
+    /// the task unless it runs.
+    fn request_flush(self: &Arc<Self>, sync: bool) {
+        let mut requests = self.requests.lock();
+        requests.wanted = true;
+        requests.wanted_sync |= sync;
+        if requests.running {
+            return;
+        }
+        requests.running = true;
+        drop(requests);
         let this = self.clone();
-        tokio::spawn(async move { this.flush_covering(seq, sync, false).await })
-            .await
-            .map_err(|e| StoreError::Engine(format!("flush task failed: {e}")))?
+        tokio::spawn(async move { this.run_flushes().await });
+    }
+
+    /// The flushing task: a round per request batch until none is left.
+    async fn run_flushes(self: Arc<Self>) {
+        /// Should a round panic, the task ends as if idle and its waiters
+        /// see a failure instead of waiting forever.
+        struct Stopped<'a>(&'a Persistence);
+        impl Drop for Stopped<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.requests.lock().running = false;
+                    let error = StoreError::Engine("the flush task panicked".into());
+                    self.0
+                        .rounds
+                        .send_modify(|round| round.failed = Some((u64::MAX, error)));
+                }
+            }
+        }
+        let _stopped = Stopped(&self);
+        loop {
+            let sync = {
+                let mut requests = self.requests.lock();
+                if !requests.wanted {
+                    requests.running = false;
+                    return;
+                }
+                requests.wanted = false;
+                std::mem::take(&mut requests.wanted_sync)
+            };
+            let through = self.buffer.lock().enqueued_seq;
+            let outcome = self.flush_covering(through, sync, false).await;
+            self.rounds
+                .send_modify(|round| round.failed = outcome.err().map(|error| (through, error)));
+        }
     }
 
     /// Flush everything enqueued so far.

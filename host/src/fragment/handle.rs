@@ -92,7 +92,18 @@ impl Fragment {
         Ok(self.shared.admission.admit(Priority::Background)?)
     }
 
+    /// Send `operation` to its key's worker; through the dispatcher when
+    /// that worker is gone (the dispatcher is replacing it) or no worker is
+    /// published, waiting up to [`DISPATCHER_RESTART_WAIT`] for a
+    /// restarting dispatcher.
     async fn send(&self, mut operation: Operation) -> Result<(), SubmitError> {
+        if let Some(worker) = self.shared.worker(operation.route) {
+            match worker.send_message(operation) {
+                Ok(()) => return Ok(()),
+                Err(ractor::MessagingErr::SendErr(returned)) => operation = returned,
+                Err(_) => return Err(SubmitError::Stopped(self.shared.state.id())),
+            }
+        }
         let deadline = tokio::time::Instant::now() + DISPATCHER_RESTART_WAIT;
         loop {
             if let Some(dispatcher) = self.shared.dispatcher() {

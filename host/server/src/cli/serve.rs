@@ -14,7 +14,7 @@ use crate::cluster::{ClusterListener, HttpTransport, serve_cluster};
 use crate::http::auth::Auth;
 use crate::http::tls::Tls;
 use crate::http::tokens::Tokens;
-use crate::http::{AppState, HttpLimits, serve};
+use crate::http::{App, AppState, HttpLimits, serve};
 use ebb_host::Node;
 use ebb_host::cluster::ClusterConfig;
 use ebb_host::node::config::{ClusterSetup, NodeConfig};
@@ -570,7 +570,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         args.body_read_timeout,
         args.idle_timeout
     );
-    let state = AppState {
+    let state = AppState::new(App {
         node: node.clone(),
         limits: HttpLimits {
             max_body_bytes: args.max_body_bytes,
@@ -586,7 +586,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
         draining: Default::default(),
         tls,
         console: !args.no_console,
-    };
+    });
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, state, async {
         let _ = stop_rx.await;

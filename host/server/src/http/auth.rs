@@ -4,13 +4,10 @@
 
 use std::sync::Arc;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::Request;
 use axum::http::{Method, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use parking_lot::RwLock;
 
-use super::AppState;
 use super::error::ApiError;
 use super::tokens::{Grant, Scope, Tokens};
 
@@ -39,6 +36,52 @@ impl Auth {
     /// Whether requests need a token.
     pub fn required(&self) -> bool {
         !self.tokens.read().is_empty()
+    }
+
+    /// Check the request's token against what its `/v1` route needs: 401
+    /// without a known token, 403 `forbidden` naming the missing scope or
+    /// the table the token may not touch. The grant goes with the request
+    /// (SQL and the table list follow its tables).
+    pub fn authorize(&self, route: &str, request: &mut Request) -> Result<(), ApiError> {
+        let Some(grant) = self.grant(request)? else {
+            return Ok(());
+        };
+        let needed = scope_of(route, request.method());
+        if !grant.scopes.contains(&needed) {
+            return Err(forbidden(format!(
+                "token {:?} lacks the {needed} scope, which {} {route} needs",
+                grant.name,
+                request.method()
+            )));
+        }
+        if let Some(table) = table_of(route, request.uri().path())
+            && !grant.covers(&table)
+        {
+            return Err(forbidden(format!(
+                "token {:?} may not touch table {table}; it is limited to: {}",
+                grant.name,
+                limited_to(&grant)
+            )));
+        }
+        request.extensions_mut().insert(Arc::new(grant));
+        Ok(())
+    }
+
+    /// `/metrics` needs a `read` token on every table (it names every
+    /// table), unless the server runs with `--metrics-open` or asks for no
+    /// token.
+    pub fn authorize_metrics(&self, request: &Request) -> Result<(), ApiError> {
+        if self.metrics_open {
+            return Ok(());
+        }
+        match self.grant(request)? {
+            None => Ok(()),
+            Some(grant) if grant.scopes.contains(&Scope::Read) && grant.tables.is_none() => Ok(()),
+            Some(grant) => Err(forbidden(format!(
+                "token {:?} cannot read /metrics: it needs the read scope on every table (or start the server with --metrics-open)",
+                grant.name
+            ))),
+        }
     }
 
     /// The grant of the request's bearer token; `None` when no token is
@@ -96,44 +139,6 @@ fn forbidden(message: String) -> ApiError {
     ApiError::new(axum::http::StatusCode::FORBIDDEN, "forbidden", message)
 }
 
-/// Check the request's token against what its `/v1` route needs: 401
-/// without a known token, 403 `forbidden` naming the missing scope or the
-/// table the token may not touch. The grant goes with the request (SQL and
-/// the table list follow its tables).
-pub async fn authorize(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
-    let grant = match app.auth.grant(&request) {
-        Ok(Some(grant)) => grant,
-        Ok(None) => return next.run(request).await,
-        Err(error) => return error.into_response(),
-    };
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_default();
-    let needed = scope_of(&route, request.method());
-    if !grant.scopes.contains(&needed) {
-        return forbidden(format!(
-            "token {:?} lacks the {needed} scope, which {} {route} needs",
-            grant.name,
-            request.method()
-        ))
-        .into_response();
-    }
-    if let Some(table) = table_of(&route, request.uri().path())
-        && !grant.covers(&table)
-    {
-        return forbidden(format!(
-            "token {:?} may not touch table {table}; it is limited to: {}",
-            grant.name,
-            limited_to(&grant)
-        ))
-        .into_response();
-    }
-    request.extensions_mut().insert(Arc::new(grant));
-    next.run(request).await
-}
-
 /// The tables a limited grant names, comma-separated.
 pub fn limited_to(grant: &Grant) -> String {
     grant
@@ -143,30 +148,6 @@ pub fn limited_to(grant: &Grant) -> String {
         .map(|t| t.as_str())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// `/metrics` needs a `read` token on every table (it names every table),
-/// unless the server runs with `--metrics-open` or asks for no token.
-pub async fn authorize_metrics(
-    State(app): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if app.auth.metrics_open {
-        return next.run(request).await;
-    }
-    match app.auth.grant(&request) {
-        Ok(None) => next.run(request).await,
-        Ok(Some(grant)) if grant.scopes.contains(&Scope::Read) && grant.tables.is_none() => {
-            next.run(request).await
-        }
-        Ok(Some(grant)) => forbidden(format!(
-            "token {:?} cannot read /metrics: it needs the read scope on every table (or start the server with --metrics-open)",
-            grant.name
-        ))
-        .into_response(),
-        Err(error) => error.into_response(),
-    }
 }
 
 #[cfg(test)]

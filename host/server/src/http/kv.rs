@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, RawQuery, State};
+use axum::extract::{Path, Query, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -108,14 +108,17 @@ fn version_header(version: &ebb_host::Version) -> HeaderValue {
     HeaderValue::from_str(&version.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// `PUT /v1/tables/{t}/keys/{k}`: store the body as the value.
+/// `PUT /v1/tables/{t}/keys/{k}`: store the body as the value. (The
+/// headers are read from the request rather than extracted: extracting a
+/// `HeaderMap` copies it.)
 pub async fn put_key(
     State(app): State<AppState>,
     target: Result<Path<(String, String)>, PathRejection>,
     params: Result<Query<PutParams>, QueryRejection>,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
     let (table, key) = path(target)?;
     let params = query(params)?;
     let durability = durability(params.durability.as_deref())?;
@@ -125,8 +128,8 @@ pub async fn put_key(
         .map_err(|e| ApiError::from(ebb_host::Error::from(e)))?;
     let table = app.node.table(&table).map_err(ApiError::from)?;
     let limit = app.node.config().max_value_bytes;
-    let value = read_limited(&headers, body, limit, "the value", "--max-value-bytes").await?;
-    let condition = condition(&headers)?;
+    let value = read_limited(headers, body, limit, "the value", "--max-value-bytes").await?;
+    let condition = condition(headers)?;
     let mut options = PutOptions::default().durability(durability);
     if let Some(at) = expires_at_ms {
         options = options.expires_at_ms(at);
@@ -138,15 +141,22 @@ pub async fn put_key(
 /// The answer to a put or a TTL change: the new version and deadline, the
 /// version also in `ebb-version`.
 fn written(version: &ebb_host::Version, expires_at_ms: Option<u64>) -> Response {
-    let mut response = Json(json!({
-        "version": version.to_string(),
-        "version_ms": version.hlc_ms,
-        "expires_at_ms": expires_at_ms,
-    }))
+    /// The body, serialized without building a JSON tree first.
+    #[derive(serde::Serialize)]
+    struct Written<'a> {
+        version: &'a str,
+        version_ms: u64,
+        expires_at_ms: Option<u64>,
+    }
+    let text = version.to_string();
+    let mut response = Json(Written {
+        version: &text,
+        version_ms: version.hlc_ms,
+        expires_at_ms,
+    })
     .into_response();
-    response
-        .headers_mut()
-        .insert("ebb-version", version_header(version));
+    let header = HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""));
+    response.headers_mut().insert("ebb-version", header);
     response
 }
 

@@ -19,16 +19,15 @@ pub mod tokens;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use tokio::net::TcpListener;
-use tower_http::trace::TraceLayer;
 
 use ebb_host::Node;
 use error::ApiError;
@@ -75,9 +74,28 @@ impl Default for HttpLimits {
     }
 }
 
-/// Shared by every handler.
+/// Shared by every handler: one pointer, so the clone each extractor and
+/// middleware takes per request is one reference count.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<App>);
+
+impl AppState {
+    /// Share `app` with every handler.
+    pub fn new(app: App) -> Self {
+        Self(Arc::new(app))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = App;
+
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
+
+/// What the handlers share: the node and the HTTP layer's settings.
+pub struct App {
     /// The node served.
     pub node: Node,
     /// Request limits.
@@ -97,17 +115,46 @@ pub struct AppState {
     pub console: bool,
 }
 
-/// While the server drains, a `/v1` request that arrives is answered 503
-/// `shutting_down` (with `Retry-After`); those already past here finish.
-async fn refuse_while_draining(
-    State(app): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if app.draining.load(Ordering::Acquire) {
-        return ApiError::from(ebb_host::Error::ShuttingDown).into_response();
+/// The one middleware every routed request passes (one layer, not one per
+/// concern, because each layer costs clones and boxes per request): it
+/// counts and times the request by route, method and status, and admits it
+/// ([`admit`]) before the handler runs.
+async fn front(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let route = route.as_ref().map(MatchedPath::as_str);
+    let counters = app.metrics.route(route.unwrap_or("unmatched"));
+    let method = request.method().clone();
+    let response = match admit(&app, route, &mut request) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
+    };
+    let status = response.status();
+    let elapsed = started.elapsed();
+    if status.is_server_error() {
+        tracing::warn!(route, %method, %status, ?elapsed, "request failed");
+    } else {
+        tracing::debug!(route, %method, %status, ?elapsed, "request");
     }
-    next.run(request).await
+    counters.record(&method, status.as_u16(), elapsed);
+    response
+}
+
+/// Whether a request on `route` may run: while the server drains, a `/v1`
+/// request that arrives is answered 503 `shutting_down` (with
+/// `Retry-After`; those already admitted finish); `/v1` routes and
+/// `/metrics` need a token that grants what they do ([`auth`]).
+fn admit(app: &App, route: Option<&str>, request: &mut Request) -> Result<(), ApiError> {
+    match route {
+        Some(route) if route.starts_with("/v1/") => {
+            if app.draining.load(Ordering::Acquire) {
+                return Err(ebb_host::Error::ShuttingDown.into());
+            }
+            app.auth.authorize(route, request)
+        }
+        Some("/metrics") => app.auth.authorize_metrics(request),
+        _ => Ok(()),
+    }
 }
 
 async fn not_found() -> ApiError {
@@ -123,7 +170,8 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// The full router: `/v1` routes behind auth, `/metrics` behind auth unless
-/// opened, `/health` and the console's files open.
+/// opened, `/health` and the console's files open; every request through
+/// [`front`].
 pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route(
@@ -179,25 +227,11 @@ pub fn router(state: AppState) -> Router {
             put(plugins::put_plugin)
                 .get(plugins::get_plugin)
                 .delete(plugins::delete_plugin),
-        )
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::authorize,
-        ))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            refuse_while_draining,
-        ));
+        );
     let router = Router::new()
         .merge(v1)
         .route("/health", get(observe::health))
-        .route(
-            "/metrics",
-            get(observe::metrics).route_layer(middleware::from_fn_with_state(
-                state.clone(),
-                auth::authorize_metrics,
-            )),
-        )
+        .route("/metrics", get(observe::metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     let router = if state.console {
@@ -210,11 +244,7 @@ pub fn router(state: AppState) -> Router {
     };
     let router = router
         .layer(DefaultBodyLimit::disable())
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            observe::track,
-        ))
-        .layer(TraceLayer::new_for_http());
+        .layer(middleware::from_fn_with_state(state.clone(), front));
     // No CORS unless origins are given: browsers then keep other sites'
     // pages from calling the API.
     let router = if state.cors_origins.is_empty() {

@@ -1,16 +1,16 @@
-//! Observability routes and middleware: `/health`, `/metrics`, and request
-//! counting and timing by route and status.
+//! Observability routes and request metrics: `/health`, `/metrics`, and
+//! the counters and timings of requests by route, method and status.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 use serde_json::{Value, json};
 
 use super::AppState;
@@ -19,45 +19,78 @@ use ebb_host::metrics::{Histogram, PromWriter};
 use ebb_host::names::TableName;
 use ebb_host::plugin::HandlerKind;
 
-/// Request counters and latency histograms, by route, and connection counters.
+/// Request counters and latency histograms, by route, and connection
+/// counters. Recording a request takes no lock once its route, method and
+/// status have been seen: read locks and atomic counters only.
 #[derive(Default)]
 pub struct HttpMetrics {
-    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    latency: Mutex<BTreeMap<String, Arc<Histogram>>>,
+    routes: RwLock<HashMap<String, Arc<RouteMetrics>>>,
     /// Connections open, refused and timed out.
     pub connections: ConnectionStats,
 }
 
+/// The requests of one route: counts by method and status, and latency.
+#[derive(Default)]
+pub struct RouteMetrics {
+    requests: RwLock<HashMap<(Method, u16), AtomicU64>>,
+    latency: Histogram,
+}
+
 impl HttpMetrics {
-    fn record(&self, route: &str, method: &str, status: u16, started: Instant) {
-        *self
-            .requests
-            .lock()
-            .entry((route.to_string(), method.to_string(), status))
-            .or_default() += 1;
-        let histogram = self
-            .latency
-            .lock()
+    /// The counters of `route` (a matched route pattern, or `unmatched`).
+    pub fn route(&self, route: &str) -> Arc<RouteMetrics> {
+        if let Some(found) = self.routes.read().get(route) {
+            return found.clone();
+        }
+        self.routes
+            .write()
             .entry(route.to_string())
             .or_default()
-            .clone();
-        histogram.observe(started.elapsed());
+            .clone()
+    }
+
+    /// Each route's counters, ordered by route.
+    fn by_route(&self) -> Vec<(String, Arc<RouteMetrics>)> {
+        let mut routes: Vec<_> = self
+            .routes
+            .read()
+            .iter()
+            .map(|(route, metrics)| (route.clone(), metrics.clone()))
+            .collect();
+        routes.sort_by(|a, b| a.0.cmp(&b.0));
+        routes
     }
 }
 
-/// Counts and times every request by matched route, method and status.
-pub async fn track(State(app): State<AppState>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", |p| p.as_str())
-        .to_string();
-    let method = request.method().to_string();
-    let response = next.run(request).await;
-    app.metrics
-        .record(&route, &method, response.status().as_u16(), started);
-    response
+impl RouteMetrics {
+    /// Count one request answered `status` after `elapsed`.
+    pub fn record(&self, method: &Method, status: u16, elapsed: Duration) {
+        self.latency.observe(elapsed);
+        let key = (method.clone(), status);
+        if let Some(count) = self.requests.read().get(&key) {
+            count.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.requests
+            .write()
+            .entry(key)
+            .or_default()
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (method, status, count), ordered by method and status.
+    fn counts(&self) -> Vec<(String, u16, u64)> {
+        let mut counts: Vec<_> = self
+            .requests
+            .read()
+            .iter()
+            .map(|((method, status), count)| {
+                (method.to_string(), *status, count.load(Ordering::Relaxed))
+            })
+            .collect();
+        counts.sort();
+        counts
+    }
 }
 
 /// `GET /health`: 200 with per-fragment health while serving (`status` is
@@ -137,31 +170,27 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
         "counter",
         "HTTP requests by route, method and status.",
     );
-    for ((route, method, status), count) in app.metrics.requests.lock().iter() {
-        let status = status.to_string();
-        out.sample(
-            "ebb_http_requests_total",
-            &[("route", route), ("method", method), ("status", &status)],
-            *count as f64,
-        );
+    let routes = app.metrics.by_route();
+    for (route, metrics) in &routes {
+        for (method, status, count) in metrics.counts() {
+            let status = status.to_string();
+            out.sample(
+                "ebb_http_requests_total",
+                &[("route", route), ("method", &method), ("status", &status)],
+                count as f64,
+            );
+        }
     }
     out.family(
         "ebb_http_request_duration_seconds",
         "histogram",
         "HTTP request latency by route.",
     );
-    let latency: Vec<_> = app
-        .metrics
-        .latency
-        .lock()
-        .iter()
-        .map(|(r, h)| (r.clone(), h.clone()))
-        .collect();
-    for (route, histogram) in &latency {
+    for (route, metrics) in &routes {
         out.histogram(
             "ebb_http_request_duration_seconds",
             &[("route", route)],
-            histogram,
+            &metrics.latency,
         );
     }
     connection_metrics(&mut out, &app.metrics.connections);
