@@ -27,8 +27,13 @@ BUNDLED_DIR := $(TARGET_DIR)/bundled-plugins
 # The bundled example plugins and the test plugin, compiled to wasm32 (tests
 # upload them). The bundled ones are also copied to $(BUNDLED_DIR), the
 # directory `make run` installs from.
+# Link-time optimized into one code unit: about 12 % less code for the
+# server to compile at upload (docs/plugins.md). Only this wasm32 build
+# uses these settings; the host build keeps its own.
+PLUGIN_PROFILE := $(PROFILE) --config profile.release.lto=true --config profile.release.codegen-units=1 --config profile.release.incremental=false
+
 plugins: prereqs
-	$(CARGO) build $(PROFILE) --target wasm32-unknown-unknown -p ebb-plugin-json -p ebb-plugin-stats -p ebb-plugin-archive -p ebb-test-flaky
+	$(CARGO) build $(PLUGIN_PROFILE) --target wasm32-unknown-unknown -p ebb-plugin-json -p ebb-plugin-stats -p ebb-plugin-archive -p ebb-test-flaky
 	@mkdir -p $(BUNDLED_DIR)
 	@cp $(WASM_DIR)/ebb_plugin_json.wasm $(WASM_DIR)/ebb_plugin_stats.wasm $(WASM_DIR)/ebb_plugin_archive.wasm $(BUNDLED_DIR)/
 

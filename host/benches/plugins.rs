@@ -92,18 +92,34 @@ fn main() {
         version
             .call(function, call, Duration::from_secs(1))
             .unwrap();
+        let total = started.elapsed();
         println!(
             "  {name:<8} {:>8} bytes: install {:>7.1} ms, first call {:>6.2} ms, total {:>7.1} ms",
             bytes.len(),
             ms(installed),
-            ms(started.elapsed() - installed),
-            ms(started.elapsed())
+            ms(total - installed),
+            ms(total)
+        );
+        // Where an install's time goes, measured on a second compile of the
+        // same bytes (so the install above paid the engine's first-use
+        // costs, as a first upload to a running server does).
+        let plugin_runtime = node.plugins().runtime();
+        let started = Instant::now();
+        let compiled = plugin_runtime.compile(name, &bytes).unwrap();
+        let compile = started.elapsed();
+        let started_serialize = Instant::now();
+        let artifact = plugin_runtime.serialize_artifact(&compiled.module).unwrap();
+        println!(
+            "  {name:<8} again: validate, compile and instantiate {:>7.1} ms; serialize and hash the {} KiB artifact {:>5.1} ms",
+            ms(compile),
+            artifact.bytes.len() / 1024,
+            ms(started_serialize.elapsed())
         );
         if name == "json" {
             common::headline(
                 "the bundled json plugin ready within 200 ms of its upload",
                 "goal 200 ms (200 ms / upload-to-first-call)",
-                200.0 / ms(started.elapsed()),
+                200.0 / ms(total),
                 common::Goal::AtLeast(1.0),
             );
         }
