@@ -131,7 +131,10 @@ async fn front(State(app): State<AppState>, mut request: Request, next: Next) ->
     };
     let status = response.status();
     let elapsed = started.elapsed();
-    if status.is_server_error() {
+    // Only internal errors are logged at warn: a 503 (shed, no quorum,
+    // draining) is the node protecting itself, and logging each of a
+    // flood of them would add to the load they refuse.
+    if status == StatusCode::INTERNAL_SERVER_ERROR {
         tracing::warn!(route, %method, %status, ?elapsed, "request failed");
     } else {
         tracing::debug!(route, %method, %status, ?elapsed, "request");
