@@ -145,18 +145,6 @@ pub struct FlushStats {
     pub last_flush_micros: u64,
 }
 
-/// The write path from a fragment's partitions to the store.
-///
-/// Winning mutations are enqueued in apply order under the partition lock,
-/// each getting a sequence number. A flush takes everything pending as one
-/// batch (one flush at a time per fragment) and hands it to the node's
-/// group-commit thread. A writer that asked for `wal` or `sync` waits until a
-/// flush covering its sequence number succeeded.
-///
-/// Failure: a failed flush puts its batch back (older than anything enqueued
-/// since), counts the failure, and the next flush retries it. Nothing
-/// enqueued is dropped; when the backlog reaches `limit_bytes`, new writes are
-/// refused with [`BacklogFull`] before they are applied.
 /// What writers waiting for durability asked of the flushing task.
 #[derive(Default)]
 struct FlushRequests {
@@ -176,6 +164,18 @@ struct FlushRound {
     failed: Option<(u64, StoreError)>,
 }
 
+/// The write path from a fragment's partitions to the store.
+///
+/// Winning mutations are enqueued in apply order under the partition lock,
+/// each getting a sequence number. A flush takes everything pending as one
+/// batch (one flush at a time per fragment) and hands it to the node's
+/// group-commit thread. A writer that asked for `wal` or `sync` waits until a
+/// flush covering its sequence number succeeded.
+///
+/// Failure: a failed flush puts its batch back (older than anything enqueued
+/// since), counts the failure, and the next flush retries it. Nothing
+/// enqueued is dropped; when the backlog reaches `limit_bytes`, new writes are
+/// refused with [`BacklogFull`] before they are applied.
 pub(crate) struct Persistence {
     fragment: FragmentId,
     committer: Arc<Committer>,

@@ -104,8 +104,9 @@ pub fn parse_version(text: &str) -> Result<ebb_host::Version, ApiError> {
         .map_err(|e: ebb_host::InvalidVersion| ApiError::invalid_request(e.to_string()))
 }
 
-fn version_header(version: &ebb_host::Version) -> HeaderValue {
-    HeaderValue::from_str(&version.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
+/// The `ebb-version` header of a version in its text form.
+fn version_header(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 /// `PUT /v1/tables/{t}/keys/{k}`: store the body as the value. (The
@@ -155,8 +156,9 @@ fn written(version: &ebb_host::Version, expires_at_ms: Option<u64>) -> Response 
         expires_at_ms,
     })
     .into_response();
-    let header = HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""));
-    response.headers_mut().insert("ebb-version", header);
+    response
+        .headers_mut()
+        .insert("ebb-version", version_header(&text));
     response
 }
 
@@ -186,7 +188,7 @@ pub async fn get_key(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
-    headers.insert("ebb-version", version_header(&entry.version));
+    headers.insert("ebb-version", version_header(&entry.version.to_string()));
     if let Some(at) = entry.expires_at_ms {
         headers.insert("ebb-expires-at", HeaderValue::from(at));
     }
@@ -214,10 +216,11 @@ pub async fn delete_key(
     let table = app.node.table(&table)?;
     match table.delete_with(&key, options).await? {
         Some(version) => {
-            let mut response = Json(json!({ "version": version.to_string() })).into_response();
+            let text = version.to_string();
+            let mut response = Json(json!({ "version": &text })).into_response();
             response
                 .headers_mut()
-                .insert("ebb-version", version_header(&version));
+                .insert("ebb-version", version_header(&text));
             Ok(response)
         }
         None => Err(ApiError::not_found(format!(
