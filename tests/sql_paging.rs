@@ -839,3 +839,104 @@ async fn guarded_cursors_over_order_by_and_aggregates_return_exactly_the_rest_or
     }
     node.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_pages_past_the_inline_bounds_run_on_the_query_threads_with_the_same_answer() {
+    // Small key-ordered pages of built-ins run inline while they read at
+    // most 16 KiB of values and build at most 1 MiB; past either, the page
+    // runs on a query thread instead. The answer is the same either way.
+    let node = node_with(QueryBudgets::default(), 0).await;
+    let t = node.table("t").unwrap();
+    let fast = PutOptions::default().durability(Durability::Memory);
+    let mut expected = Vec::new();
+    for i in 0..60 {
+        // Every third value is larger than a whole inline page may read.
+        let len = if i % 3 == 0 { 20_000 } else { 10 + i };
+        let key = format!("k{i:04}");
+        t.put(&key, "v".repeat(len), fast).await.unwrap();
+        expected.push((key, len as i64));
+    }
+    let rows = |output: QueryOutput| -> Vec<(String, i64)> {
+        output
+            .rows
+            .iter()
+            .map(|r| match (&r[0], &r[1]) {
+                (Value::Text(k), Value::Int(n)) => (k.to_string(), *n),
+                other => panic!("unexpected row {other:?}"),
+            })
+            .collect()
+    };
+    let ascending = node
+        .query(sql(
+            "SELECT key, length(value) FROM t ORDER BY key LIMIT 7",
+            100,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(rows(ascending), expected[..7]);
+    let descending = node
+        .query(sql(
+            "SELECT key, length(value) FROM t ORDER BY key DESC LIMIT 7",
+            100,
+        ))
+        .await
+        .unwrap();
+    let mut last: Vec<_> = expected[53..].to_vec();
+    last.reverse();
+    assert_eq!(rows(descending), last);
+    let filtered = node
+        .query(sql(
+            "SELECT key, length(value) FROM t WHERE length(value) > 1000 ORDER BY key LIMIT 4",
+            100,
+        ))
+        .await
+        .unwrap();
+    let big: Vec<_> = expected
+        .iter()
+        .filter(|(_, n)| *n > 1000)
+        .take(4)
+        .cloned()
+        .collect();
+    assert_eq!(rows(filtered), big);
+    // Building 600 000 bytes a row passes the inline 1 MiB within a page:
+    // the page runs on a query thread, with the full page budget.
+    let built = node
+        .query(sql(
+            "SELECT key, length(printf('%0600000d', 1)) FROM t ORDER BY key LIMIT 3",
+            100,
+        ))
+        .await
+        .unwrap();
+    let keys: Vec<_> = expected[..3]
+        .iter()
+        .map(|(k, _)| (k.clone(), 600_000))
+        .collect();
+    assert_eq!(rows(built), keys);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_queries_with_other_parameters_get_their_own_answers() {
+    // Plans of built-ins are cached by SQL text and parameters.
+    let node = node_with(QueryBudgets::default(), 20).await;
+    for round in 0..2 {
+        for i in [3, 11, 3, 17] {
+            let output = node
+                .query(QueryRequest {
+                    params: vec![Value::text(format!("k{i:04}"))],
+                    ..sql("SELECT key, value FROM t WHERE key = ?", 10)
+                })
+                .await
+                .unwrap();
+            assert_eq!(
+                output.rows,
+                vec![vec![
+                    Value::text(format!("k{i:04}")),
+                    Value::Bytes(format!("{}", i % 7).into_bytes().into())
+                ]],
+                "round {round}, key {i}"
+            );
+        }
+    }
+    node.shutdown().await.unwrap();
+}

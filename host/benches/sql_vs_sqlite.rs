@@ -8,7 +8,9 @@
 //! timing, each query's answers are compared row by row (in order where
 //! the query orders them), on all three.
 //!
-//! Run with `make bench-sql` (`ROWS=...` to change the row count).
+//! Run with `make bench-sql` (`ROWS=...` to change the row count, `RUNS=...`
+//! the timed runs per query, `QUERY=...` to run only queries whose label
+//! contains it).
 
 mod common;
 
@@ -16,8 +18,6 @@ use std::time::{Duration, Instant};
 
 use ebb_host::{Node, NodeConfig, QueryRequest};
 use ebb_query::Value;
-
-const RUNS: usize = 5;
 
 fn row(i: usize) -> (String, String) {
     let prefix = ["user", "item", "order", "event"][i % 4];
@@ -35,6 +35,8 @@ fn main() {
         return;
     }
     let rows: usize = common::env_or("ROWS", 1_000_000);
+    let runs: usize = common::env_or("RUNS", 5);
+    let only = std::env::var("QUERY").unwrap_or_default();
     let dir = tempfile::tempdir().unwrap();
     let runtime = common::runtime();
 
@@ -109,7 +111,7 @@ fn main() {
     ];
     println!();
     println!(
-        "{rows} rows, median of {RUNS} warm runs, {} cores (ebb's pages on every core, SQLite on one thread), commit {}, load average {}",
+        "{rows} rows, median of {runs} warm runs, {} cores (ebb's pages on every core, SQLite on one thread), commit {}, load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         common::commit(),
         common::load_average()
@@ -127,6 +129,9 @@ fn main() {
     );
     let mut headlines = Vec::new();
     for (name, sql, ordered, goal) in queries {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
         let run_ebb = || {
             runtime.block_on(async {
                 let started = Instant::now();
@@ -175,9 +180,9 @@ fn main() {
             ebb_rows, clustered_rows,
             "{name}: the answers differ (WITHOUT ROWID)"
         );
-        let ebb = common::median((0..RUNS).map(|_| run_ebb().0).collect());
-        let lite = common::median((0..RUNS).map(|_| run_sqlite(sql).0).collect());
-        let clustered = common::median((0..RUNS).map(|_| run_sqlite(&clustered_sql).0).collect());
+        let ebb = common::median((0..runs).map(|_| run_ebb().0).collect());
+        let lite = common::median((0..runs).map(|_| run_sqlite(sql).0).collect());
+        let clustered = common::median((0..runs).map(|_| run_sqlite(&clustered_sql).0).collect());
         let per_second = |d: Duration| scanned as f64 / d.as_secs_f64();
         println!(
             "{:<30} {:>10.2} {:>14.0} {:>10.2} {:>14.0} {:>12.2} {:>12.2} {:>12.2}",

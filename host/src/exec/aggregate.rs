@@ -69,6 +69,19 @@ pub(crate) async fn aggregate_rows(
     let mut merged = Some(groups);
     let mut merging = None;
     loop {
+        let due_groups: usize = due.iter().map(HashMap::len).sum();
+        if merging.is_none() && !due.is_empty() && schedule.groups_inline(due_groups) {
+            let mut groups = merged.take().expect("no merge running");
+            let mut added = 0;
+            for page in std::mem::take(&mut due) {
+                added += merge_groups(&logical, &mut groups, page)?;
+            }
+            schedule.hold(added)?;
+            if groups.len() > max_groups {
+                return Err(error::groups(max_groups, logical.distinct));
+            }
+            merged = Some(groups);
+        }
         if merging.is_none() && !due.is_empty() {
             let (plan, pages) = (logical.clone(), std::mem::take(&mut due));
             let mut groups = merged.take().expect("no merge running");
@@ -108,15 +121,21 @@ pub(crate) async fn aggregate_rows(
     debug_assert!(order.is_drained(), "every page merged");
     let room = schedule.room();
     let max_query_bytes = schedule.budgets().max_query_bytes;
-    schedule
-        .off_worker(move || {
-            let mut meter = Meter::new(room);
-            finish_groups(&logical, groups, &mut meter).map_err(|e| match e {
-                EvalError::OverBudget(_) => error::query_bytes(max_query_bytes),
-                EvalError::Function(f) => QueryError::Function(f),
-            })
+    // A few groups of built-ins finish in microseconds, less than a
+    // query thread's round trip.
+    let inline = schedule.groups_inline(groups.len());
+    let finish = move || {
+        let mut meter = Meter::new(room);
+        finish_groups(&logical, groups, &mut meter).map_err(|e| match e {
+            EvalError::OverBudget(_) => error::query_bytes(max_query_bytes),
+            EvalError::Function(f) => QueryError::Function(f),
         })
-        .await
+    };
+    if inline {
+        finish()
+    } else {
+        schedule.off_worker(finish).await
+    }
 }
 
 fn aggregates_of(plan: &Plan) -> &[ebb_query::AggregateCall] {

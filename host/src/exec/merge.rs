@@ -4,12 +4,51 @@
 //! descending: the partitions then scan in reverse), and a response that
 //! fills ends with a cursor at the last key returned.
 
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
 use super::cursor::Sealer;
 use super::error::{self, QueryError};
 use super::physical::{PhysicalPlan, Strategy};
 use super::scan::{self, Scan};
 use super::schedule::{Schedule, out_row_bytes};
 use super::sink::Sink;
+
+/// A partition whose buffer holds rows, by the key of its first row: the
+/// heap's greatest is the partition whose row goes next.
+struct Head {
+    key: Arc<str>,
+    scan: usize,
+    descending: bool,
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Keys are unique across partitions; the index only makes the
+        // order total.
+        let order = self.key.cmp(&other.key).then(self.scan.cmp(&other.scan));
+        if self.descending {
+            order
+        } else {
+            order.reverse()
+        }
+    }
+}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Head {}
 
 /// Merge `scans` into `sink` in key order (descending for `ORDER BY key
 /// DESC`); the cursor when the response filled before the result ended.
@@ -22,8 +61,17 @@ pub(crate) async fn run(
 ) -> Result<Option<String>, QueryError> {
     let max_result_bytes = schedule.budgets().max_result_bytes;
     let descending = plan.strategy == Strategy::KeyMerge { descending: true };
+    let head = |scans: &[Scan], scan: usize| Head {
+        key: scans[scan].buffer[0].key.clone(),
+        scan,
+        descending,
+    };
     let mut to_skip = plan.window.skip;
     let mut returned = 0u64;
+    // Partitions with buffered rows, and those whose buffer ran dry while
+    // they have more (every one, at the start).
+    let mut heads: BinaryHeap<Head> = BinaryHeap::with_capacity(scans.len());
+    let mut needy: Vec<usize> = (0..scans.len()).collect();
     loop {
         if plan.window.remaining.is_some_and(|r| returned >= r) {
             return Ok(None);
@@ -38,13 +86,8 @@ pub(crate) async fn run(
             .remaining
             .filter(|_| plan.logical.filter.is_none() && plan.logical.join.is_none())
             .map(|r| usize::try_from(to_skip.saturating_add(r - returned)).unwrap_or(usize::MAX));
-        loop {
-            let needy: Vec<usize> = (0..scans.len())
-                .filter(|&i| scans[i].buffer.is_empty() && !scans[i].done)
-                .collect();
-            if needy.is_empty() {
-                break;
-            }
+        while !needy.is_empty() {
+            needy.retain(|&i| !scans[i].done);
             if let Some(wanted) = wanted {
                 for &i in &needy {
                     scans[i].budget = scans[i].budget.min(wanted.max(1));
@@ -54,15 +97,18 @@ pub(crate) async fn run(
                 schedule.hold(page.rows.iter().map(out_row_bytes).sum())?;
                 scans[i].buffer.extend(page.rows);
             }
+            needy.retain(|&i| {
+                if scans[i].buffer.is_empty() {
+                    return true;
+                }
+                heads.push(head(&scans, i));
+                false
+            });
         }
-        let heads = (0..scans.len()).filter(|&i| !scans[i].buffer.is_empty());
-        let by_key = |a: &usize, b: &usize| scans[*a].buffer[0].key.cmp(&scans[*b].buffer[0].key);
-        let next = if descending {
-            heads.max_by(by_key)
-        } else {
-            heads.min_by(by_key)
+        let Some(next) = heads.peek() else {
+            return Ok(None);
         };
-        let Some(i) = next else { return Ok(None) };
+        let i = next.scan;
         if to_skip == 0
             && !sink.has_room(&scans[i].buffer[0].values, plan.page_size, max_result_bytes)?
         {
@@ -72,9 +118,15 @@ pub(crate) async fn run(
             let emitted = plan.window.emitted + returned;
             return Ok(Some(sealer.seal(scan::positions(&scans), emitted)));
         }
+        heads.pop();
         let row = scans[i].buffer.pop_front().expect("non-empty buffer");
+        if scans[i].buffer.is_empty() {
+            needy.push(i);
+        } else {
+            heads.push(head(&scans, i));
+        }
         schedule.release(out_row_bytes(&row));
-        scans[i].emitted_to = Some(row.key.clone());
+        scans[i].emitted_to = Some(row.key);
         if to_skip > 0 {
             to_skip -= 1;
             continue;

@@ -12,6 +12,8 @@
 //!   scans pinned on open, pages run like local ones.
 //! - `versions`: the plugin versions a plan calls, recorded in cursors and
 //!   checked on continuations.
+//! - `plans`: the cache of plans that call only built-ins, by SQL text and
+//!   parameters.
 //! - `physical`: the physical plan, built once by a pure function from the
 //!   logical plan, the routing and the budgets; EXPLAIN prints it.
 //! - `merge`, `sort`, `aggregate`: the strategies (k-way merge in key order,
@@ -36,6 +38,7 @@ mod merge;
 mod merge_order;
 mod page;
 mod physical;
+mod plans;
 mod prefetch;
 mod remote;
 mod request;

@@ -96,7 +96,7 @@ pub(crate) struct OutRow {
     pub key: Arc<str>,
     /// Projected values.
     pub values: Vec<Value>,
-    /// ORDER BY values.
+    /// ORDER BY values (none when the rows are in key order).
     pub sort: Vec<Value>,
 }
 
@@ -125,6 +125,23 @@ pub(crate) struct PageBudget {
     pub visit: usize,
     /// Bytes of values it may build (`max_page_bytes`).
     pub max_bytes: usize,
+    /// Bytes of record values it may read, when the plan reads values:
+    /// the page ends early (not done) before the record that would take
+    /// it past this. Unlimited except for pages run inline (see
+    /// [`super::schedule::INLINE_VISITS`]).
+    pub max_value_bytes: usize,
+}
+
+impl PageBudget {
+    /// A page visiting at most `visit` records and building at most
+    /// `max_bytes`, reading values of any size.
+    pub(crate) fn new(visit: usize, max_bytes: usize) -> Self {
+        PageBudget {
+            visit,
+            max_bytes,
+            max_value_bytes: usize::MAX,
+        }
+    }
 }
 
 /// An ascending scan's lower bound: the range's start, or after `resume`
@@ -195,7 +212,9 @@ impl<'a, I: DoubleEndedIterator<Item = &'a Entry>> Iterator for Entries<I> {
 /// Evaluate one page of `plan` over `snapshot`: visit at most
 /// `budget.visit` records after `resume_after` (in descending key order,
 /// before it, when the plan orders by key descending), keep those visible
-/// at `snapshot_ms`. The page ends early once it has built a quarter of
+/// at `snapshot_ms`; stop before a visible record whose value would take
+/// the values read past `budget.max_value_bytes` (when the plan reads
+/// values). The page ends early once it has built a quarter of
 /// `budget.max_bytes`; it fails with [`EvalError::OverBudget`] only when
 /// one batch would build past all of it.
 pub(crate) fn run_page(
@@ -210,7 +229,7 @@ pub(crate) fn run_page(
     let mut meter = Meter::new(budget.max_bytes);
     let soft_bytes = budget.max_bytes / PAGE_SOFT_SHARE;
     let mut batch_bytes = 0usize;
-    let batch_size = if plan.plugin_calls().is_empty() {
+    let batch_size = if !plan.calls_plugins() {
         BATCH
     } else {
         PLUGIN_BATCH
@@ -219,7 +238,10 @@ pub(crate) fn run_page(
     // An entry's first cache line holds its header and short keys; values
     // follow. Loading the lines a plan reads a few entries ahead keeps the
     // scan from waiting on memory one row at a time.
-    let prefetch_lines = if plan.reads_value() { 2 } else { 1 };
+    let reads_value = plan.reads_value();
+    let prefetch_lines = if reads_value { 2 } else { 1 };
+    // Value bytes of the visible records visited (`max_value_bytes`).
+    let mut value_bytes = 0usize;
     let mut window: VecDeque<&Entry> = VecDeque::with_capacity(PREFETCH_AHEAD);
     // Borrowed while scanning; copied once at the end.
     let mut last: Option<&Entry> = None;
@@ -267,10 +289,18 @@ pub(crate) fn run_page(
                 exhausted = false;
                 break 'ranges;
             }
+            let header = entry.header();
+            let visible = header.is_visible_at(snapshot_ms);
+            if visible && reads_value {
+                value_bytes = value_bytes.saturating_add(header.value_len());
+                if value_bytes > budget.max_value_bytes {
+                    exhausted = false;
+                    break 'ranges;
+                }
+            }
             out.visited += 1;
             last = Some(entry);
-            let header = entry.header();
-            if !header.is_visible_at(snapshot_ms) {
+            if !visible {
                 continue;
             }
             batch_bytes += header.value_len();
@@ -321,20 +351,30 @@ pub(crate) fn evaluate_kept<R: KeyedRow>(
     }
     match &plan.shape {
         Shape::Rows { projection } => {
-            let columns: Vec<Vec<Value>> = projection
+            let mut columns: Vec<std::vec::IntoIter<Value>> = projection
                 .iter()
-                .map(|e| eval_batch(e, rows, meter))
+                .map(|e| eval_batch(e, rows, meter).map(Vec::into_iter))
                 .collect::<Result<_, _>>()?;
-            let sorts: Vec<Vec<Value>> = plan
-                .order_by
+            // Rows in key order are merged by key: their ORDER BY values
+            // (the key first) are never read.
+            let order_by = if plan.key_order().is_some() {
+                &[][..]
+            } else {
+                &plan.order_by[..]
+            };
+            let mut sorts: Vec<std::vec::IntoIter<Value>> = order_by
                 .iter()
-                .map(|k| eval_batch(&k.expr, rows, meter))
+                .map(|k| eval_batch(&k.expr, rows, meter).map(Vec::into_iter))
                 .collect::<Result<_, _>>()?;
-            for (i, row) in rows.iter().enumerate() {
+            // Each column holds one value per row: moved out, not cloned.
+            let mut next =
+                |column: &mut std::vec::IntoIter<Value>| column.next().expect("one value per row");
+            out.rows.reserve(rows.len());
+            for row in rows {
                 out.rows.push(OutRow {
                     key: row.key().clone(),
-                    values: columns.iter().map(|c| c[i].clone()).collect(),
-                    sort: sorts.iter().map(|c| c[i].clone()).collect(),
+                    values: columns.iter_mut().map(&mut next).collect(),
+                    sort: sorts.iter_mut().map(&mut next).collect(),
                 });
             }
         }

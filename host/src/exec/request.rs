@@ -17,7 +17,9 @@ use super::remote::OpenRequest;
 use super::scan::{self, Scan};
 use super::schedule::{Schedule, value_bytes};
 use super::sink::Sink;
-use super::{Consistency, QueryOutput, QueryRequest, QueryStats, aggregate, merge, sort, versions};
+use super::{
+    Consistency, QueryOutput, QueryRequest, QueryStats, aggregate, merge, plans, sort, versions,
+};
 use crate::clock::now_ms;
 use crate::codec::{from_proto, to_proto};
 
@@ -159,7 +161,18 @@ impl<'a> Query<'a> {
         if let Some(recorded) = &recorded {
             versions::check_installed(recorded, ctx.plugins)?;
         }
-        let (logical, plugins) = versions::plan(&sql, &params, &ctx.functions(), ctx.plugins)?;
+        let cache_key = plans::key(&sql, &params);
+        let (logical, plugins) = match cache_key.as_deref().and_then(plans::get) {
+            Some(plan) => (plan, Vec::new()),
+            None => {
+                let (plan, plugins) = versions::plan(&sql, &params, &ctx.functions(), ctx.plugins)?;
+                let plan = Arc::new(plan);
+                if let Some(key) = cache_key {
+                    plans::insert(key, &plan);
+                }
+                (plan, plugins)
+            }
+        };
         if let Some(allowed) = &tables {
             let read = std::iter::once(&logical.table).chain(logical.join.iter().map(|j| &j.table));
             for table in read {
@@ -176,7 +189,6 @@ impl<'a> Query<'a> {
         {
             return Err(changed);
         }
-        let logical = Arc::new(logical);
         let paging = Paging {
             page_size,
             consistency,

@@ -1,14 +1,14 @@
 //! Scheduling a query's work: each partition page on a query thread (never
 //! on a tokio worker, so requests are answered while pages run), admitted
-//! by its fragment's background pool, except tiny pages that read only keys
-//! and metadata (see [`INLINE_VISITS`]); the work between pages (sorts,
+//! by its fragment's background pool, except small pages that call only
+//! built-ins (see [`INLINE_VISITS`]); the work between pages (sorts,
 //! merges, finishes, which may call plugins) on the query threads; and the
 //! budgets counted as the query goes: time, records visited, bytes held.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use ebb_query::{Plan, Shape, Value};
+use ebb_query::{EvalError, Plan, Shape, Value};
 
 use super::error::{self, QueryError};
 use super::join::JoinStage;
@@ -21,11 +21,31 @@ use crate::plugin::PluginRuntime;
 
 /// Pages of at most this many records run on the task that asks for them,
 /// still admitted by the fragment's pool, when the plan is a row query that
-/// calls no function (so no plugin and no unsandboxed native) and reads no
-/// value: such a page costs a few microseconds (no I/O, no sandbox, no
-/// value bytes), less than handing it to a query thread and back, which
-/// dominated a key-ordered `LIMIT` query's time.
+/// calls only built-in functions (no plugin, no embedder's native) and has
+/// at most [`INLINE_LITERAL_BYTES`] of constants; such a page reads at most
+/// [`INLINE_VALUE_BYTES`] of values and builds at most
+/// [`INLINE_BUILD_BYTES`]. Records live in memory (no I/O), so such a page
+/// costs microseconds: less than handing it to a query thread and back,
+/// which wakes two sleeping threads (measured at 50-60 us on this project's
+/// machine) and dominated small key-ordered queries. A page that would
+/// pass one of those bounds before visiting anything, or build past
+/// [`INLINE_BUILD_BYTES`], runs on a query thread instead.
 pub(crate) const INLINE_VISITS: usize = 64;
+
+/// Bytes of values a page run inline may read: with
+/// [`INLINE_LITERAL_BYTES`], what bounds its worst case (a LIKE pattern
+/// matched against every byte read) to a few milliseconds.
+pub(crate) const INLINE_VALUE_BYTES: usize = 16 * 1024;
+
+/// Bytes of text and blob constants a plan whose pages run inline may have.
+pub(crate) const INLINE_LITERAL_BYTES: usize = 256;
+
+/// Groups an aggregate merges or finishes inline (on the task running the
+/// query, not a query thread) when its plan calls only built-ins.
+pub(crate) const INLINE_GROUPS: usize = 64;
+
+/// Bytes of values a page run inline may build.
+pub(crate) const INLINE_BUILD_BYTES: usize = 1024 * 1024;
 
 /// A running query's pages and budgets.
 pub(crate) struct Schedule<'a> {
@@ -37,9 +57,12 @@ pub(crate) struct Schedule<'a> {
     /// A join's lookup side, which turns each page of the scan into the
     /// query's rows.
     join: Option<Arc<JoinStage<'a>>>,
-    /// A row query that calls no function and reads no value: its small
-    /// pages run inline.
+    /// A row query that calls only built-ins, with few constant bytes:
+    /// its small pages run inline.
     light: bool,
+    /// The plan calls only built-ins, with few constant bytes: the work
+    /// between pages over at most [`INLINE_GROUPS`] groups runs inline.
+    builtins: bool,
     budgets: QueryBudgets,
     snapshot_ms: u64,
     started: Instant,
@@ -118,15 +141,15 @@ impl<'a> Schedule<'a> {
         } else {
             plan
         };
-        let light = matches!(plan.shape, Shape::Rows { .. })
-            && !plan.calls_functions()
-            && !plan.reads_value();
+        let builtins = plan.calls_only_builtins() && plan.literal_bytes() <= INLINE_LITERAL_BYTES;
+        let light = builtins && matches!(plan.shape, Shape::Rows { .. });
         Self {
             fragments,
             runtime,
             plan,
             join: join.map(Arc::new),
             light,
+            builtins,
             budgets,
             snapshot_ms,
             started: Instant::now(),
@@ -182,31 +205,49 @@ impl<'a> Schedule<'a> {
         tokio::time::Instant::from_std(self.started + self.budgets.timeout)
     }
 
-    /// The next page of `scans[i]`: on a query thread, admitted by the
-    /// fragment's background pool, or asked of the member that pinned a
-    /// remote scan. The future borrows nothing of the schedule, so pages
-    /// run while it records others.
+    /// The next page of `scans[i]`: run now if it may run inline, else on
+    /// a query thread, admitted by the fragment's background pool, or
+    /// asked of the member that pinned a remote scan. The future borrows
+    /// nothing of the schedule, so pages run while it records others.
     pub(crate) fn page_job(
         &self,
         scans: &[Scan],
         i: usize,
     ) -> impl Future<Output = Result<(usize, PageOutput), QueryError>> + Send + use<'a> {
+        let inline = self.inline_page(&scans[i]);
+        self.job(scans, i, inline)
+    }
+
+    /// The page of `scans[i]` as a future: `inline` when it already ran
+    /// inline, else from the member that pinned a remote scan or on a
+    /// query thread; then through the join, if any.
+    fn job(
+        &self,
+        scans: &[Scan],
+        i: usize,
+        inline: Option<Result<PageOutput, QueryError>>,
+    ) -> impl Future<Output = Result<(usize, PageOutput), QueryError>> + Send + use<'a> {
         let scan = &scans[i];
-        let plan = self.plan.clone();
-        let snapshot = scan.snapshot.clone();
-        let resume = scan.resume_after.clone();
-        let fragment = scan.fragment;
-        let budget = PageBudget {
-            visit: scan.budget,
-            max_bytes: self.budgets.max_page_bytes,
+        let page = match inline {
+            Some(page) => futures::future::Either::Left(std::future::ready(page)),
+            None => {
+                let resume = scan.resume_after.clone();
+                let budget = PageBudget::new(scan.budget, self.budgets.max_page_bytes);
+                let remote = scan
+                    .remote
+                    .as_ref()
+                    .map(|remote| remote.next_page(resume.clone(), budget, self.deadline()));
+                futures::future::Either::Right(self.scan_page(
+                    remote,
+                    scan.snapshot.clone(),
+                    self.plan.clone(),
+                    scan.fragment,
+                    resume,
+                    budget,
+                ))
+            }
         };
-        let inline = self.light && budget.visit <= INLINE_VISITS;
-        let remote = scan
-            .remote
-            .as_ref()
-            .map(|remote| remote.next_page(resume.clone(), budget, self.deadline()));
         let join = self.join.clone();
-        let page = self.scan_page(remote, snapshot, plan, fragment, resume, budget, inline);
         async move {
             let page = page.await?;
             let page = match join {
@@ -217,9 +258,43 @@ impl<'a> Schedule<'a> {
         }
     }
 
+    /// The next page of `scan` run here and now, when it may run inline
+    /// (see [`INLINE_VISITS`]): `None` when it may not, or when it made no
+    /// progress within the inline bounds (a large value first) or built
+    /// more than they allow, so it runs on a query thread with the full
+    /// budget instead.
+    fn inline_page(&self, scan: &Scan) -> Option<Result<PageOutput, QueryError>> {
+        if !self.light || scan.budget > INLINE_VISITS || scan.remote.is_some() {
+            return None;
+        }
+        let snapshot = scan.snapshot.as_ref()?;
+        let budget = PageBudget {
+            visit: scan.budget,
+            max_bytes: self.budgets.max_page_bytes.min(INLINE_BUILD_BYTES),
+            max_value_bytes: INLINE_VALUE_BYTES,
+        };
+        let admitted = match self.fragments[scan.fragment as usize].admit_background() {
+            Ok(admitted) => admitted,
+            Err(shed) => return Some(Err(shed.into())),
+        };
+        let page = run_page(
+            &self.plan,
+            snapshot,
+            scan.fragment,
+            scan.resume_after.as_deref(),
+            budget,
+            self.snapshot_ms,
+        );
+        drop(admitted);
+        match page {
+            Ok(page) if page.visited == 0 && !page.done => None,
+            Err(EvalError::OverBudget(_)) => None,
+            page => Some(page.map_err(error::page)),
+        }
+    }
+
     /// One page of a partition's scan, before any join: from the member
-    /// that pinned a remote scan, inline, or on a query thread.
-    #[allow(clippy::too_many_arguments)]
+    /// that pinned a remote scan, or on a query thread.
     fn scan_page<F>(
         &self,
         remote: Option<F>,
@@ -228,7 +303,6 @@ impl<'a> Schedule<'a> {
         fragment: u32,
         resume: Option<Arc<str>>,
         budget: PageBudget,
-        inline: bool,
     ) -> impl Future<Output = Result<PageOutput, QueryError>> + Send + use<'a, F>
     where
         F: Future<Output = Result<PageOutput, QueryError>> + Send,
@@ -245,18 +319,6 @@ impl<'a> Schedule<'a> {
                     ..PageOutput::default()
                 });
             };
-            if inline {
-                let _admitted = fragments[fragment as usize].admit_background()?;
-                return run_page(
-                    &plan,
-                    &snapshot,
-                    fragment,
-                    resume.as_deref(),
-                    budget,
-                    snapshot_ms,
-                )
-                .map_err(error::page);
-            }
             let input = PageInput {
                 plan,
                 snapshot,
@@ -299,12 +361,29 @@ impl<'a> Schedule<'a> {
         indexes: &[usize],
     ) -> Result<Vec<(usize, PageOutput)>, QueryError> {
         self.check_deadline()?;
-        let jobs: Vec<_> = indexes.iter().map(|&i| self.page_job(scans, i)).collect();
-        let pages = futures::future::try_join_all(jobs).await?;
+        let mut pages = Vec::with_capacity(indexes.len());
+        let mut jobs = Vec::new();
+        for &i in indexes {
+            let inline = self.inline_page(&scans[i]);
+            match inline {
+                // Nothing to await: no future, no join.
+                Some(page) if self.join.is_none() => pages.push((i, page?)),
+                inline => jobs.push(self.job(scans, i, inline)),
+            }
+        }
+        if !jobs.is_empty() {
+            pages.extend(futures::future::try_join_all(jobs).await?);
+        }
         for (i, page) in &pages {
             self.record(&mut scans[*i], page)?;
         }
         Ok(pages)
+    }
+
+    /// Whether merging or finishing `groups` aggregate groups may run
+    /// inline: the plan calls only built-ins and they are few.
+    pub(crate) fn groups_inline(&self, groups: usize) -> bool {
+        self.builtins && groups <= INLINE_GROUPS
     }
 
     /// Run `work` (sorting, merging or finishing a query's rows, which may

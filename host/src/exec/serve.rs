@@ -212,10 +212,10 @@ async fn next_page(
         0 => budgets.max_page_bytes,
         asked => asked.min(budgets.max_page_bytes),
     };
-    let budget = PageBudget {
-        visit: (request.visit_budget as usize).clamp(1, budgets.max_page_visit_budget),
+    let budget = PageBudget::new(
+        (request.visit_budget as usize).clamp(1, budgets.max_page_visit_budget),
         max_bytes,
-    };
+    );
     let input = PageInput {
         plan,
         snapshot,

@@ -209,6 +209,10 @@ impl AggregateFunction for Builtin {
         }
     }
 
+    fn is_builtin(&self) -> bool {
+        true
+    }
+
     fn init(&self) -> Result<AggState, FunctionError> {
         Ok(match self.0 {
             Kind::Count => vec![Value::Int(0)],

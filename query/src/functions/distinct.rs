@@ -88,6 +88,10 @@ impl AggregateFunction for Distinct {
         self.inner.is_plugin()
     }
 
+    fn is_builtin(&self) -> bool {
+        self.inner.is_builtin()
+    }
+
     fn is_distinct(&self) -> bool {
         true
     }

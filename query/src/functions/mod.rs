@@ -99,6 +99,13 @@ pub trait ScalarFunction: Send + Sync + Debug {
     fn is_plugin(&self) -> bool {
         false
     }
+    /// Whether this is one of ebb's built-ins: its cost is linear in the
+    /// bytes it reads and builds (bounded by the page's budgets), so a
+    /// small page calling only built-ins may run on the task that asks
+    /// for it. Plugins and embedders' natives are not.
+    fn is_builtin(&self) -> bool {
+        false
+    }
     /// One result per row. `args[j]` holds argument `j` for each of the
     /// `rows` rows (columnar, so a batch costs no per-row allocation).
     fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError>;
@@ -121,6 +128,11 @@ pub trait AggregateFunction: Send + Sync + Debug {
     }
     /// Whether this is a plugin function.
     fn is_plugin(&self) -> bool {
+        false
+    }
+    /// Whether this is one of ebb's built-ins (see
+    /// [`ScalarFunction::is_builtin`]).
+    fn is_builtin(&self) -> bool {
         false
     }
     /// Whether it folds only the distinct values of its argument (`DISTINCT`

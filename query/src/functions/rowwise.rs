@@ -65,6 +65,10 @@ impl ScalarFunction for RowFunction {
         self.returns
     }
 
+    fn is_builtin(&self) -> bool {
+        true
+    }
+
     fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError> {
         let mut row: Vec<&Value> = Vec::with_capacity(args.len());
         (0..rows)

@@ -204,6 +204,10 @@ impl ScalarFunction for Builtin {
         }
     }
 
+    fn is_builtin(&self) -> bool {
+        true
+    }
+
     fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError> {
         let mut row: Vec<&Value> = Vec::with_capacity(args.len());
         Ok((0..rows)

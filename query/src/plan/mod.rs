@@ -161,29 +161,55 @@ impl Plan {
     /// Every expression of the plan: filter, projections, grouping, HAVING,
     /// aggregate arguments, ORDER BY.
     pub fn exprs(&self) -> Vec<&Expr> {
-        let mut exprs: Vec<&Expr> = self.filter.iter().collect();
+        let mut exprs = Vec::new();
+        self.for_each_expr(|e| exprs.push(e));
+        exprs
+    }
+
+    /// Call `visit` with every expression of the plan, in the order of
+    /// [`Plan::exprs`] (without building a list: pages ask per page).
+    fn for_each_expr<'a>(&'a self, mut visit: impl FnMut(&'a Expr)) {
+        self.filter.iter().for_each(&mut visit);
         if let Some(join) = &self.join {
-            exprs.push(&join.key);
-            exprs.extend(&join.before);
+            visit(&join.key);
+            join.before.iter().for_each(&mut visit);
         }
         match &self.shape {
-            Shape::Rows { projection } => exprs.extend(projection),
+            Shape::Rows { projection } => projection.iter().for_each(&mut visit),
             Shape::Aggregate {
                 group_by,
                 aggregates,
                 having,
                 projection,
             } => {
-                exprs.extend(group_by);
-                exprs.extend(having);
-                exprs.extend(projection);
+                group_by.iter().for_each(&mut visit);
+                having.iter().for_each(&mut visit);
+                projection.iter().for_each(&mut visit);
                 for aggregate in aggregates {
-                    exprs.extend(&aggregate.args);
+                    aggregate.args.iter().for_each(&mut visit);
                 }
             }
         }
-        exprs.extend(self.order_by.iter().map(|k| &k.expr));
-        exprs
+        self.order_by.iter().for_each(|k| visit(&k.expr));
+    }
+
+    /// Whether any node of any expression satisfies `test`.
+    fn any_node(&self, mut test: impl FnMut(&Expr) -> bool) -> bool {
+        let mut found = false;
+        self.for_each_expr(|expr| expr.walk(&mut |e| found = found || test(e)));
+        found
+    }
+
+    /// Whether the query calls a plugin function (scalar or aggregate).
+    pub fn calls_plugins(&self) -> bool {
+        let aggregate = match &self.shape {
+            Shape::Aggregate { aggregates, .. } => {
+                aggregates.iter().any(|a| a.function.is_plugin())
+            }
+            Shape::Rows { .. } => false,
+        };
+        aggregate
+            || self.any_node(|e| matches!(e, Expr::Call { function, .. } if function.is_plugin()))
     }
 
     /// Names of the plugin functions the query calls, each once.
@@ -266,19 +292,40 @@ impl Plan {
     /// Whether any expression calls a function: built in, native (the
     /// embedder's, unsandboxed) or plugin.
     pub fn calls_functions(&self) -> bool {
-        let mut calls = false;
-        for expr in self.exprs() {
-            expr.walk(&mut |e| calls |= matches!(e, Expr::Call { .. }));
-        }
-        calls
+        self.any_node(|e| matches!(e, Expr::Call { .. }))
+    }
+
+    /// Whether every function the plan calls (scalar and aggregate) is a
+    /// built-in ([`crate::ScalarFunction::is_builtin`]).
+    pub fn calls_only_builtins(&self) -> bool {
+        let aggregates = match &self.shape {
+            Shape::Aggregate { aggregates, .. } => {
+                aggregates.iter().all(|a| a.function.is_builtin())
+            }
+            Shape::Rows { .. } => true,
+        };
+        aggregates
+            && !self
+                .any_node(|e| matches!(e, Expr::Call { function, .. } if !function.is_builtin()))
+    }
+
+    /// Bytes of the text and blob constants (literals and bound
+    /// parameters) in the plan's expressions: with the bytes of the
+    /// values it reads, what bounds the work of a built-in such as LIKE.
+    pub fn literal_bytes(&self) -> usize {
+        let mut bytes = 0;
+        self.for_each_expr(|expr| {
+            expr.walk(&mut |e| {
+                if let Expr::Literal(value) = e {
+                    bytes += crate::meter::heap_bytes(value);
+                }
+            });
+        });
+        bytes
     }
 
     /// Whether any expression reads the record's `value` column.
     pub fn reads_value(&self) -> bool {
-        let mut reads = false;
-        for expr in self.exprs() {
-            expr.walk(&mut |e| reads |= matches!(e, Expr::Column(Column::Value)));
-        }
-        reads
+        self.any_node(|e| matches!(e, Expr::Column(Column::Value)))
     }
 }
