@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 
 use crate::expr::{BinaryOp, CastType, Column, Expr, UnaryOp};
-use crate::functions::FunctionError;
+use crate::functions::{FunctionError, ScalarFunction};
 use crate::meter::{EvalError, Meter, heap_bytes};
 use crate::value::Value;
 
@@ -24,6 +24,24 @@ pub trait RowSource {
     /// Aggregate result `i` (groups only).
     fn agg_result(&self, _i: usize) -> Value {
         Value::Null
+    }
+    /// The built-in `length` of a column (characters of text, bytes of a
+    /// blob, NULL for NULL) when the source can tell it without building
+    /// the value; `None` to have the value built and measured.
+    fn column_length(&self, _column: Column) -> Option<Value> {
+        None
+    }
+}
+
+/// The column whose built-in `length` `function` with `args` computes,
+/// when it is one: as SQLite reads a column's length from the record
+/// header, the row source may answer it without building the value.
+fn length_of_column(function: &dyn ScalarFunction, args: &[Expr]) -> Option<Column> {
+    match args {
+        [Expr::Column(column)] if function.is_builtin() && function.name() == "length" => {
+            Some(*column)
+        }
+        _ => None,
     }
 }
 
@@ -86,6 +104,20 @@ pub fn eval_batch<R: RowSource>(
             let l = eval_batch(left, rows, meter)?;
             let r = eval_batch(right, rows, meter)?;
             json_arrow(*op, l, r, meter)?
+        }
+        Expr::Binary { op, left, right } if matches!(**right, Expr::Literal(_)) => {
+            // A comparison with a constant (`length(value) > 100`): one
+            // copy of the constant per batch, no column of copies.
+            let Expr::Literal(constant) = &**right else {
+                unreachable!("matched a literal")
+            };
+            meter.charge(heap_bytes(constant))?;
+            let constant = batch_copy(constant);
+            let (la, ra) = (is_key(left), is_key(right));
+            eval_batch(left, rows, meter)?
+                .into_iter()
+                .map(|a| binary(*op, a, constant.clone(), la, ra))
+                .collect()
         }
         Expr::Binary { op, left, right } => {
             let l = eval_batch(left, rows, meter)?;
@@ -190,6 +222,17 @@ pub fn eval_batch<R: RowSource>(
             rows,
             meter,
         )?,
+        Expr::Call { function, args } if length_of_column(function.as_ref(), args).is_some() => {
+            let column = length_of_column(function.as_ref(), args).expect("checked");
+            let mut out = Vec::with_capacity(n);
+            for row in rows {
+                match row.column_length(column) {
+                    Some(length) => out.push(length),
+                    None => out.extend(function.call(&[vec![row.column(column)]], 1)?),
+                }
+            }
+            out
+        }
         Expr::Call { function, args } => {
             let columns: Vec<Vec<Value>> = args
                 .iter()
@@ -738,6 +781,52 @@ mod tests {
             }
             Ok(seen.into_iter().map(|i| Value::Int(100 / i)).collect())
         }
+    }
+
+    /// Rows whose value is `bytes`; odd rows tell their value's length
+    /// (a made-up one, to show it is used) without building it.
+    struct Sized(i64, &'static str);
+
+    impl RowSource for Sized {
+        fn column(&self, column: Column) -> Value {
+            match column {
+                Column::Key => Value::text("ké"),
+                Column::Value => Value::Bytes(bytes::Bytes::from_static(self.1.as_bytes())),
+                _ => Value::Null,
+            }
+        }
+
+        fn column_length(&self, column: Column) -> Option<Value> {
+            (column == Column::Value && self.0 % 2 == 1).then_some(Value::Int(1000))
+        }
+    }
+
+    #[test]
+    fn length_of_a_column_asks_the_row_source_before_building_the_value() {
+        use crate::functions::{Builtins, FunctionRegistry};
+        let length = Builtins.scalar(None, "length").unwrap().unwrap();
+        let of = |column| Expr::Call {
+            function: length.clone(),
+            args: vec![Expr::Column(column)],
+        };
+        let rows = [Sized(0, "abc"), Sized(1, "abc"), Sized(2, "")];
+        let mut meter = Meter::new(1 << 20);
+        let values = eval_batch(&of(Column::Value), &rows, &mut meter).unwrap();
+        assert_eq!(values, [Value::Int(3), Value::Int(1000), Value::Int(0)]);
+        // Characters of text, from the value when the source cannot tell.
+        let keys = eval_batch(&of(Column::Key), &rows, &mut meter).unwrap();
+        assert_eq!(keys, [Value::Int(2), Value::Int(2), Value::Int(2)]);
+        // Anything but a bare column is evaluated as usual.
+        let concat = Expr::Call {
+            function: length.clone(),
+            args: vec![Expr::Binary {
+                op: BinaryOp::Concat,
+                left: Box::new(Expr::Column(Column::Value)),
+                right: Box::new(Expr::Literal(Value::text("x"))),
+            }],
+        };
+        let values = eval_batch(&concat, &rows[1..2], &mut meter).unwrap();
+        assert_eq!(values, [Value::Int(4)]);
     }
 
     struct Row(i64);

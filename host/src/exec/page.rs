@@ -86,6 +86,16 @@ impl RowSource for ScanRow<'_> {
             Column::Fragment => Value::Int(i64::from(self.fragment)),
         }
     }
+
+    fn column_length(&self, column: Column) -> Option<Value> {
+        // From the entry's header and key bytes: no key string, no value copy.
+        let length = match column {
+            Column::Key => self.entry.key_of(&self.header).chars().count(),
+            Column::Value => self.header.value_len(),
+            _ => return None,
+        };
+        Some(Value::Int(length as i64))
+    }
 }
 
 /// A row query's output row: its key (merge order), projected values and
