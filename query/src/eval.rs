@@ -36,7 +36,7 @@ pub trait RowSource {
 /// The column whose built-in `length` `function` with `args` computes,
 /// when it is one: as SQLite reads a column's length from the record
 /// header, the row source may answer it without building the value.
-fn length_of_column(function: &dyn ScalarFunction, args: &[Expr]) -> Option<Column> {
+pub(crate) fn length_of_column(function: &dyn ScalarFunction, args: &[Expr]) -> Option<Column> {
     match args {
         [Expr::Column(column)] if function.is_builtin() && function.name() == "length" => {
             Some(*column)

@@ -317,6 +317,22 @@ fn a_plan_knows_whether_it_reads_values() {
     ] {
         assert!(!ok(sql).reads_value(), "{sql}");
     }
+    // `length(value)` reads the record's header, not the value's bytes.
+    for sql in [
+        "SELECT key FROM t WHERE length(value) > 3",
+        "SELECT sum(length(value)) FROM t",
+    ] {
+        let plan = ok(sql);
+        assert!(plan.reads_value() && !plan.reads_value_bytes(), "{sql}");
+    }
+    for sql in [
+        "SELECT * FROM t",
+        "SELECT key FROM t WHERE length(value) > 3 AND value > 'a'",
+        "SELECT length(value || 'x') FROM t",
+        "SELECT key FROM t ORDER BY value",
+    ] {
+        assert!(ok(sql).reads_value_bytes(), "{sql}");
+    }
 }
 
 #[test]

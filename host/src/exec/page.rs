@@ -135,7 +135,7 @@ pub(crate) struct PageBudget {
     pub visit: usize,
     /// Bytes of values it may build (`max_page_bytes`).
     pub max_bytes: usize,
-    /// Bytes of record values it may read, when the plan reads values:
+    /// Bytes of record values it may read, when the plan reads their bytes:
     /// the page ends early (not done) before the record that would take
     /// it past this. Unlimited except for pages run inline (see
     /// [`super::schedule::INLINE_VISITS`]).
@@ -224,7 +224,7 @@ impl<'a, I: DoubleEndedIterator<Item = &'a Entry>> Iterator for Entries<I> {
 /// before it, when the plan orders by key descending), keep those visible
 /// at `snapshot_ms`; stop before a visible record whose value would take
 /// the values read past `budget.max_value_bytes` (when the plan reads
-/// values). The page ends early once it has built a quarter of
+/// their bytes). The page ends early once it has built a quarter of
 /// `budget.max_bytes`; it fails with [`EvalError::OverBudget`] only when
 /// one batch would build past all of it.
 pub(crate) fn run_page(
@@ -248,7 +248,9 @@ pub(crate) fn run_page(
     // An entry's first cache line holds its header and short keys; values
     // follow. Loading the lines a plan reads a few entries ahead keeps the
     // scan from waiting on memory one row at a time.
-    let reads_value = plan.reads_value();
+    // `length(value)` reads only the header: neither the value's cache
+    // line nor `max_value_bytes` concern it.
+    let reads_value = plan.reads_value_bytes();
     let prefetch_lines = if reads_value { 2 } else { 1 };
     // Value bytes of the visible records visited (`max_value_bytes`).
     let mut value_bytes = 0usize;

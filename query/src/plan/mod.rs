@@ -328,4 +328,24 @@ impl Plan {
     pub fn reads_value(&self) -> bool {
         self.any_node(|e| matches!(e, Expr::Column(Column::Value)))
     }
+
+    /// Whether any expression reads the bytes of the record's `value`:
+    /// `value` anywhere but as the argument of the built-in `length`,
+    /// which the row source answers from the record's header.
+    pub fn reads_value_bytes(&self) -> bool {
+        let (mut reads, mut measured) = (0usize, 0usize);
+        self.for_each_expr(|expr| {
+            expr.walk(&mut |e| match e {
+                Expr::Column(Column::Value) => reads += 1,
+                Expr::Call { function, args }
+                    if crate::eval::length_of_column(function.as_ref(), args)
+                        == Some(Column::Value) =>
+                {
+                    measured += 1
+                }
+                _ => {}
+            });
+        });
+        reads > measured
+    }
 }
