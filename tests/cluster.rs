@@ -601,6 +601,53 @@ fn any_member_serves_writes_reads_sql_and_status() {
 }
 
 #[test]
+fn with_a_cluster_secret_a_cursor_continues_on_any_member() {
+    let cluster = Cluster::start(3, &["--cluster-secret", "cursor-secret"]);
+    let mut all = Vec::new();
+    for k in 0..30 {
+        let key = format!("k{k:02}");
+        assert_eq!(put(cluster.url(k % 3), "t", &key, "v").status, 200);
+        all.push(key);
+    }
+    // Relaxed (key order): every page on the next member, every key once,
+    // in order.
+    let mut paged = Vec::new();
+    let mut body = json!({ "sql": "SELECT key FROM t", "page_size": 7, "consistency": "relaxed" });
+    for member in (0..3).cycle() {
+        let answer = sql_post(cluster.url(member), &body);
+        assert_eq!(
+            answer.status,
+            200,
+            "member {}: {}",
+            member + 1,
+            answer.text()
+        );
+        let page = answer.json();
+        for row in page["rows"].as_array().unwrap() {
+            paged.push(row[0].as_str().unwrap().to_string());
+        }
+        match page["cursor"].as_str() {
+            Some(cursor) => body = json!({ "cursor": cursor }),
+            None => break,
+        }
+    }
+    assert_eq!(paged, all);
+    // Guarded: another member reads its own replicas (other incarnations),
+    // so it answers 409 rather than a result that could differ.
+    let first = sql_post(
+        cluster.url(0),
+        &json!({ "sql": "SELECT key FROM t", "page_size": 7 }),
+    );
+    assert_eq!(first.status, 200, "{}", first.text());
+    let cursor = first.json()["cursor"].as_str().unwrap().to_string();
+    let elsewhere = sql_post(cluster.url(1), &json!({ "cursor": cursor }));
+    assert_eq!(elsewhere.status, 409, "{}", elsewhere.text());
+    assert_eq!(elsewhere.json()["error"]["code"], "query_changed");
+    let same = sql_post(cluster.url(0), &json!({ "cursor": cursor }));
+    assert_eq!(same.status, 200, "{}", same.text());
+}
+
+#[test]
 fn a_member_started_with_another_layout_refuses_clients_until_its_flags_agree() {
     let mut cluster = Cluster::start(3, &[]);
     // Every member proposes the layout its flags give; the first to commit

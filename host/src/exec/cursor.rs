@@ -26,6 +26,16 @@ fn mac(key: &[u8; 32], bytes: &[u8]) -> Hmac<Sha256> {
     mac
 }
 
+/// The cursor key of every member of a cluster started with `secret`
+/// (HMAC-SHA-256 of a fixed label under it), in place of each data dir's
+/// own: a cursor one member issued then continues on any member.
+pub(crate) fn shared_key(secret: &str) -> [u8; 32] {
+    let mut mac =
+        <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(b"ebb cursor key v1");
+    mac.finalize().into_bytes().into()
+}
+
 /// Encode and sign `cursor` with the node's cursor key.
 pub(crate) fn seal(key: &[u8; 32], mut cursor: pb::Cursor) -> String {
     cursor.format = FORMAT;

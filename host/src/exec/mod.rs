@@ -55,6 +55,7 @@ use ebb_query::{OutputColumn, Value};
 
 pub(crate) use context::ExecContext;
 pub use cursor::InvalidCursor;
+pub(crate) use cursor::shared_key as shared_cursor_key;
 pub use error::QueryError;
 pub(crate) use request::{execute, stream};
 pub(crate) use serve::serve_page;

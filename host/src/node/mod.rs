@@ -119,7 +119,7 @@ impl Node {
         store: Arc<dyn KvStore>,
     ) -> Result<Node, OpenError> {
         config.validate()?;
-        let meta = {
+        let mut meta = {
             let store = store.clone();
             let requested = config.fragments;
             tokio::task::spawn_blocking(move || {
@@ -128,6 +128,15 @@ impl Node {
             .await
             .map_err(|e| StoreError::Engine(e.to_string()))??
         };
+        // Members sharing a cluster secret share a cursor key, so a cursor
+        // continues on any of them (docs/cluster.md, "Cursors").
+        if let Some(secret) = config
+            .cluster
+            .as_ref()
+            .and_then(|setup| setup.config.secret.as_deref())
+        {
+            meta.cursor_key = crate::exec::shared_cursor_key(secret);
+        }
         let placement = match &config.cluster {
             Some(setup) => Some(setup.config.validate(meta.fragments)?),
             None => None,

@@ -289,12 +289,6 @@ impl Plan {
         }
     }
 
-    /// Whether any expression calls a function: built in, native (the
-    /// embedder's, unsandboxed) or plugin.
-    pub fn calls_functions(&self) -> bool {
-        self.any_node(|e| matches!(e, Expr::Call { .. }))
-    }
-
     /// Whether every function the plan calls (scalar and aggregate) is a
     /// built-in ([`crate::ScalarFunction::is_builtin`]).
     pub fn calls_only_builtins(&self) -> bool {
