@@ -898,9 +898,31 @@ async fn small_pages_past_the_inline_bounds_run_on_the_query_threads_with_the_sa
         .cloned()
         .collect();
     assert_eq!(rows(filtered), big);
-    // Building 600 000 bytes a row passes the inline 1 MiB within a page:
-    // the page runs on a query thread, with the full page budget.
+    // A page of 25 records (LIMIT 60 over 4 partitions) whose values are
+    // doubled seven times builds about 100 KB a row, past the inline 1 MiB
+    // in one batch: the page runs on a query thread, with the full page
+    // budget, and answers the same.
+    for i in 0..60 {
+        t.put(&format!("w{i:04}"), "w".repeat(400), fast)
+            .await
+            .unwrap();
+    }
+    let mut doubled = "value".to_string();
+    for _ in 0..7 {
+        doubled = format!("({doubled} || {doubled})");
+    }
     let built = node
+        .query(sql(
+            &format!("SELECT key, length({doubled}) FROM t WHERE key >= 'w' ORDER BY key LIMIT 60"),
+            100,
+        ))
+        .await
+        .unwrap();
+    let keys: Vec<_> = (0..60).map(|i| (format!("w{i:04}"), 400 * 128)).collect();
+    assert_eq!(rows(built), keys);
+    // printf may build far more than its arguments within one call: its
+    // pages never run inline, and answer the same.
+    let printed = node
         .query(sql(
             "SELECT key, length(printf('%0600000d', 1)) FROM t ORDER BY key LIMIT 3",
             100,
@@ -911,7 +933,7 @@ async fn small_pages_past_the_inline_bounds_run_on_the_query_threads_with_the_sa
         .iter()
         .map(|(k, _)| (k.clone(), 600_000))
         .collect();
-    assert_eq!(rows(built), keys);
+    assert_eq!(rows(printed), keys);
     node.shutdown().await.unwrap();
 }
 

@@ -21,8 +21,9 @@ use crate::plugin::PluginRuntime;
 
 /// Pages of at most this many records run on the task that asks for them,
 /// still admitted by the fragment's pool, when the plan is a row query that
-/// calls only built-in functions (no plugin, no embedder's native) and has
-/// at most [`INLINE_LITERAL_BYTES`] of constants; such a page reads at most
+/// calls only built-in functions (no plugin, no embedder's native, none
+/// whose result may outgrow its arguments, such as `printf`) and has at
+/// most [`INLINE_LITERAL_BYTES`] of constants; such a page reads at most
 /// [`INLINE_VALUE_BYTES`] of values and builds at most
 /// [`INLINE_BUILD_BYTES`]. Records live in memory (no I/O), so such a page
 /// costs microseconds: less than handing it to a query thread and back,
@@ -60,8 +61,9 @@ pub(crate) struct Schedule<'a> {
     /// A row query that calls only built-ins, with few constant bytes:
     /// its small pages run inline.
     light: bool,
-    /// The plan calls only built-ins, with few constant bytes: the work
-    /// between pages over at most [`INLINE_GROUPS`] groups runs inline.
+    /// The plan calls only built-ins (none that outgrows its arguments),
+    /// with few constant bytes: its small pages (row queries) and the work
+    /// between pages over at most [`INLINE_GROUPS`] groups run inline.
     builtins: bool,
     budgets: QueryBudgets,
     snapshot_ms: u64,
@@ -141,7 +143,9 @@ impl<'a> Schedule<'a> {
         } else {
             plan
         };
-        let builtins = plan.calls_only_builtins() && plan.literal_bytes() <= INLINE_LITERAL_BYTES;
+        let builtins = plan.calls_only_builtins()
+            && !plan.calls_outgrowing()
+            && plan.literal_bytes() <= INLINE_LITERAL_BYTES;
         let light = builtins && matches!(plan.shape, Shape::Rows { .. });
         Self {
             fragments,

@@ -106,6 +106,13 @@ pub trait ScalarFunction: Send + Sync + Debug {
     fn is_builtin(&self) -> bool {
         false
     }
+    /// Whether one call may build far more bytes than its arguments hold
+    /// (`printf`'s width, `replace`'s multiplication): a batch's results
+    /// are measured only once the call returns, so pages calling such a
+    /// function never run inline.
+    fn may_outgrow_arguments(&self) -> bool {
+        false
+    }
     /// One result per row. `args[j]` holds argument `j` for each of the
     /// `rows` rows (columnar, so a batch costs no per-row allocation).
     fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError>;

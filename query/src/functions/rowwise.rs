@@ -44,6 +44,11 @@ impl RowFunction {
     }
 }
 
+/// Built-ins whose one result may be far larger than their arguments (up
+/// to [`MAX_RESULT_BYTES`]): a width or precision, or a replacement
+/// repeated at every match.
+const OUTGROWING: [&str; 3] = ["printf", "format", "replace"];
+
 /// The function named `name` in `table`, if any.
 pub(crate) fn lookup(table: &[RowFunction], name: &str) -> Option<Arc<dyn ScalarFunction>> {
     table
@@ -67,6 +72,10 @@ impl ScalarFunction for RowFunction {
 
     fn is_builtin(&self) -> bool {
         true
+    }
+
+    fn may_outgrow_arguments(&self) -> bool {
+        OUTGROWING.contains(&self.name)
     }
 
     fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError> {

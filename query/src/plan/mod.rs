@@ -303,6 +303,14 @@ impl Plan {
                 .any_node(|e| matches!(e, Expr::Call { function, .. } if !function.is_builtin()))
     }
 
+    /// Whether a scalar function the plan calls may build far more bytes
+    /// than its arguments ([`crate::ScalarFunction::may_outgrow_arguments`]).
+    pub fn calls_outgrowing(&self) -> bool {
+        self.any_node(
+            |e| matches!(e, Expr::Call { function, .. } if function.may_outgrow_arguments()),
+        )
+    }
+
     /// Bytes of the text and blob constants (literals and bound
     /// parameters) in the plan's expressions: with the bytes of the
     /// values it reads, what bounds the work of a built-in such as LIKE.
