@@ -238,7 +238,7 @@ pub fn eval_batch<R: RowSource>(
                 .iter()
                 .map(|a| eval_batch(a, rows, meter))
                 .collect::<Result<_, _>>()?;
-            let out = function.call(&columns, n)?;
+            let out = function.call_metered(&columns, n, meter)?;
             if out.len() != n {
                 return Err(FunctionError {
                     function: function.name().to_string(),
@@ -248,7 +248,6 @@ pub fn eval_batch<R: RowSource>(
                 }
                 .into());
             }
-            meter.charge_values(&out)?;
             out
         }
     })
@@ -827,6 +826,25 @@ mod tests {
         };
         let values = eval_batch(&concat, &rows[1..2], &mut meter).unwrap();
         assert_eq!(values, [Value::Int(4)]);
+    }
+
+    #[test]
+    fn a_built_in_stops_at_the_meter_instead_of_building_the_whole_batch() {
+        use crate::functions::{Builtins, FunctionRegistry};
+        let printf = Builtins.scalar(None, "printf").unwrap().unwrap();
+        let megabyte = Expr::Call {
+            function: printf,
+            args: vec![
+                Expr::Literal(Value::text("%01000000d")),
+                Expr::Literal(Value::Int(1)),
+            ],
+        };
+        // Built in full, this batch would be 100 GB.
+        let rows: Vec<Row> = (0..100_000).map(Row).collect();
+        let mut meter = Meter::new(4 << 20);
+        let failed = eval_batch(&megabyte, &rows, &mut meter).unwrap_err();
+        assert!(matches!(failed, EvalError::OverBudget(_)), "{failed:?}");
+        assert!(meter.used() <= 4 << 20);
     }
 
     struct Row(i64);

@@ -28,6 +28,7 @@ mod text;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use crate::meter::{EvalError, Meter};
 use crate::value::{SqlType, Value};
 
 pub use builtins::Builtins;
@@ -116,6 +117,21 @@ pub trait ScalarFunction: Send + Sync + Debug {
     /// One result per row. `args[j]` holds argument `j` for each of the
     /// `rows` rows (columnar, so a batch costs no per-row allocation).
     fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError>;
+    /// [`ScalarFunction::call`], charging the bytes its results hold to
+    /// `meter`: by default the whole batch once the call returns. A
+    /// built-in that computes row by row charges each result as it is
+    /// built, so a batch stops at the meter's limit (plus one result) rather
+    /// than building every row first.
+    fn call_metered(
+        &self,
+        args: &[Vec<Value>],
+        rows: usize,
+        meter: &mut Meter,
+    ) -> Result<Vec<Value>, EvalError> {
+        let out = self.call(args, rows)?;
+        meter.charge_values(&out)?;
+        Ok(out)
+    }
 }
 
 /// A partial aggregate state: a tuple of values, so it can cross pages,

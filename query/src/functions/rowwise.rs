@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::{Arity, FunctionError, ScalarFunction};
+use crate::meter::{EvalError, Meter, heap_bytes};
 use crate::value::{SqlType, Value};
 
 /// What a built-in computes for one row's arguments: the value, or the
@@ -79,19 +80,34 @@ impl ScalarFunction for RowFunction {
     }
 
     fn call(&self, args: &[Vec<Value>], rows: usize) -> Result<Vec<Value>, FunctionError> {
-        let mut row: Vec<&Value> = Vec::with_capacity(args.len());
-        (0..rows)
-            .map(|i| {
-                row.clear();
-                row.extend(args.iter().map(|column| &column[i]));
-                (self.eval)(&row).map_err(|message| FunctionError {
-                    function: self.name.to_string(),
-                    message,
-                    plugin: false,
-                    host: false,
-                })
+        self.call_metered(args, rows, &mut Meter::unlimited())
+            .map_err(|error| match error {
+                EvalError::Function(error) => error,
+                EvalError::OverBudget(_) => unreachable!("an unlimited meter"),
             })
-            .collect()
+    }
+
+    fn call_metered(
+        &self,
+        args: &[Vec<Value>],
+        rows: usize,
+        meter: &mut Meter,
+    ) -> Result<Vec<Value>, EvalError> {
+        let mut row: Vec<&Value> = Vec::with_capacity(args.len());
+        let mut out = Vec::with_capacity(rows);
+        for i in 0..rows {
+            row.clear();
+            row.extend(args.iter().map(|column| &column[i]));
+            let value = (self.eval)(&row).map_err(|message| FunctionError {
+                function: self.name.to_string(),
+                message,
+                plugin: false,
+                host: false,
+            })?;
+            meter.charge(heap_bytes(&value))?;
+            out.push(value);
+        }
+        Ok(out)
     }
 }
 
