@@ -222,18 +222,17 @@ pub fn eval_batch<R: RowSource>(
             rows,
             meter,
         )?,
-        Expr::Call { function, args } if length_of_column(function.as_ref(), args).is_some() => {
-            let column = length_of_column(function.as_ref(), args).expect("checked");
-            let mut out = Vec::with_capacity(n);
-            for row in rows {
-                match row.column_length(column) {
-                    Some(length) => out.push(length),
-                    None => out.extend(function.call(&[vec![row.column(column)]], 1)?),
-                }
-            }
-            out
-        }
         Expr::Call { function, args } => {
+            if let Some(column) = length_of_column(function.as_ref(), args) {
+                let mut out = Vec::with_capacity(n);
+                for row in rows {
+                    match row.column_length(column) {
+                        Some(length) => out.push(length),
+                        None => out.extend(function.call(&[vec![row.column(column)]], 1)?),
+                    }
+                }
+                return Ok(out);
+            }
             let columns: Vec<Vec<Value>> = args
                 .iter()
                 .map(|a| eval_batch(a, rows, meter))

@@ -68,32 +68,27 @@ pub(crate) async fn aggregate_rows(
     let mut due: Vec<Groups> = Vec::new();
     let mut merged = Some(groups);
     let mut merging = None;
-    loop {
-        let due_groups: usize = due.iter().map(HashMap::len).sum();
-        if merging.is_none() && !due.is_empty() && schedule.groups_inline(due_groups) {
-            let mut groups = merged.take().expect("no merge running");
-            let mut added = 0;
-            for page in std::mem::take(&mut due) {
-                added += merge_groups(&logical, &mut groups, page)?;
-            }
-            schedule.hold(added)?;
-            if groups.len() > max_groups {
-                return Err(error::groups(max_groups, logical.distinct));
-            }
-            merged = Some(groups);
+    // What a merge answers is checked the same wherever it ran.
+    let settle = |schedule: &mut Schedule<'_>, (groups, added): (Groups, usize)| {
+        schedule.hold(added)?;
+        if groups.len() > max_groups {
+            return Err(error::groups(max_groups, logical.distinct));
         }
+        Ok(groups)
+    };
+    loop {
         if merging.is_none() && !due.is_empty() {
             let (plan, pages) = (logical.clone(), std::mem::take(&mut due));
-            let mut groups = merged.take().expect("no merge running");
-            let merge = move || {
-                let mut added = 0;
-                for page in pages {
-                    added += merge_groups(&plan, &mut groups, page)?;
-                }
-                Ok::<_, QueryError>((groups, added))
-            };
-            let runtime = schedule.runtime();
-            merging = Some(async move { runtime.run_blocking(merge).await }.boxed());
+            let groups = merged.take().expect("no merge running");
+            let page_groups: usize = pages.iter().map(HashMap::len).sum();
+            let merge = move || merge_pages(&plan, groups, pages);
+            if schedule.groups_inline(page_groups) {
+                // A few groups of built-ins merge in microseconds.
+                merged = Some(settle(schedule, merge()?)?);
+            } else {
+                let runtime = schedule.runtime();
+                merging = Some(async move { runtime.run_blocking(merge).await }.boxed());
+            }
         }
         tokio::select! {
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
@@ -107,12 +102,7 @@ pub(crate) async fn aggregate_rows(
             }
             result = async { merging.as_mut().expect("checked").await }, if merging.is_some() => {
                 merging = None;
-                let (groups, added) = result.map_err(error::thread_failed)??;
-                schedule.hold(added)?;
-                if groups.len() > max_groups {
-                    return Err(error::groups(max_groups, logical.distinct));
-                }
-                merged = Some(groups);
+                merged = Some(settle(schedule, result.map_err(error::thread_failed)??)?);
             }
             else => break,
         }
@@ -143,6 +133,20 @@ fn aggregates_of(plan: &Plan) -> &[ebb_query::AggregateCall] {
         Shape::Aggregate { aggregates, .. } => aggregates,
         Shape::Rows { .. } => &[],
     }
+}
+
+/// Merge pages' partial states into `groups`, in order; answers the merged
+/// groups and the bytes of the group keys the pages added.
+fn merge_pages(
+    plan: &Plan,
+    mut groups: Groups,
+    pages: Vec<Groups>,
+) -> Result<(Groups, usize), QueryError> {
+    let mut added = 0;
+    for page in pages {
+        added += merge_groups(plan, &mut groups, page)?;
+    }
+    Ok((groups, added))
 }
 
 /// Merge one page's partial states into `groups`; answers the bytes of the

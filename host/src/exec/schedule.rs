@@ -41,12 +41,12 @@ pub(crate) const INLINE_VALUE_BYTES: usize = 16 * 1024;
 /// Bytes of text and blob constants a plan whose pages run inline may have.
 pub(crate) const INLINE_LITERAL_BYTES: usize = 256;
 
+/// Bytes of values a page run inline may build.
+pub(crate) const INLINE_BUILD_BYTES: usize = 1024 * 1024;
+
 /// Groups an aggregate merges or finishes inline (on the task running the
 /// query, not a query thread) when its plan calls only built-ins.
 pub(crate) const INLINE_GROUPS: usize = 64;
-
-/// Bytes of values a page run inline may build.
-pub(crate) const INLINE_BUILD_BYTES: usize = 1024 * 1024;
 
 /// A running query's pages and budgets.
 pub(crate) struct Schedule<'a> {
