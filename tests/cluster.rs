@@ -754,17 +754,7 @@ fn five_members_with_three_replicas_place_and_serve_every_fragment() {
     }
     // SQL from every member, each holding only some fragments: the others'
     // pages come from their leaders.
-    let replicas_of: Vec<Vec<u64>> = fragments
-        .iter()
-        .map(|f| {
-            f["replicas"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| r.as_u64().unwrap())
-                .collect()
-        })
-        .collect();
+    let replicas_of = replicas_of(&status);
     let all: Vec<String> = (0..40).map(|k| format!("k{k:02}")).collect();
     for i in 0..5 {
         let url = cluster.url(i);
@@ -1168,7 +1158,50 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// The dead letters of `table` member `url` lists (its replicas' store).
+/// The replicas (member ids) of each fragment, from a `/v1/cluster`
+/// answer.
+fn replicas_of(status: &Value) -> Vec<Vec<u64>> {
+    status["fragments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            f["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_u64().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+/// Upload test module `module` as plugin `handler` through `url`.
+fn upload_handler(url: &str, module: &str) {
+    let bytes = std::fs::read(common::wasm(module)).unwrap();
+    let answer = call(
+        "PUT",
+        &format!("{url}/v1/plugins/handler"),
+        &[],
+        Some(&bytes),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+}
+
+/// Bind `handler.copy` to `table`'s expirations through `url`.
+fn bind_copy(url: &str, table: &str, max_attempts: u32) {
+    let body =
+        format!(r#"{{"plugin": "handler", "function": "copy", "max_attempts": {max_attempts}}}"#);
+    let answer = call(
+        "PUT",
+        &format!("{url}/v1/tables/{table}/expiry-handler"),
+        &[("content-type", "application/json")],
+        Some(body.as_bytes()),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+}
+
+/// The dead letters of `table` member `url` lists (every fragment's).
 fn dead_letter_count(url: &str, table: &str) -> usize {
     let answer = call(
         "GET",
@@ -1184,27 +1217,9 @@ fn dead_letter_count(url: &str, table: &str) -> usize {
 fn dead_letters_are_redriven_and_pending_events_discarded_through_any_member() {
     const KEYS: usize = 8;
     let cluster = Cluster::start(3, &[]);
-    let upload = |member: usize, module: &str| {
-        let bytes = std::fs::read(common::wasm(module)).unwrap();
-        let answer = call(
-            "PUT",
-            &format!("{}/v1/plugins/handler", cluster.url(member)),
-            &[],
-            Some(&bytes),
-        );
-        assert_eq!(answer.status, 200, "{}", answer.text());
-    };
+    let upload = |member: usize, module: &str| upload_handler(cluster.url(member), module);
     let bind = |member: usize, max_attempts: u32| {
-        let body = format!(
-            r#"{{"plugin": "handler", "function": "copy", "max_attempts": {max_attempts}}}"#
-        );
-        let answer = call(
-            "PUT",
-            &format!("{}/v1/tables/jobs/expiry-handler", cluster.url(member)),
-            &[("content-type", "application/json")],
-            Some(body.as_bytes()),
-        );
-        assert_eq!(answer.status, 200, "{}", answer.text());
+        bind_copy(cluster.url(member), "jobs", max_attempts);
     };
     let expire = |prefix: &str, value: &str| {
         for k in 0..KEYS {
@@ -1318,5 +1333,105 @@ fn dead_letters_are_redriven_and_pending_events_discarded_through_any_member() {
     for k in 0..KEYS {
         let archived = get(cluster.url(0), "jobs_archive", &format!("p{k}"));
         assert_eq!(archived.status, 404, "p{k} was never handled");
+    }
+}
+
+#[test]
+fn with_three_replicas_of_five_every_member_lists_every_dead_letter() {
+    const KEYS: usize = 24;
+    let cluster = Cluster::start(5, &["--replication", "3"]);
+    let replicas_of = replicas_of(&cluster.status(0));
+    upload_handler(cluster.url(0), "ebb_test_flaky");
+    bind_copy(cluster.url(1), "jobs", 1);
+    // Written first without a deadline, to learn each key's fragment.
+    for k in 0..KEYS {
+        assert_eq!(
+            put(cluster.url(k % 5), "jobs", &format!("d{k:02}"), "fail me").status,
+            200
+        );
+    }
+    let placed = sql_rows(cluster.url(0), "SELECT key, _fragment FROM jobs");
+    let fragments: Vec<u64> = placed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row[1].as_u64().unwrap())
+        .collect();
+    assert_eq!(fragments.len(), KEYS, "{placed}");
+    for member in 1..=5u64 {
+        assert!(
+            fragments
+                .iter()
+                .any(|f| !replicas_of[*f as usize].contains(&member)),
+            "member {member} holds a replica of every key's fragment: {placed}"
+        );
+    }
+    // Each event fails its only attempt and becomes a dead letter in its
+    // fragment; every member lists all of them, its own fragments' and
+    // the others' (from their leaders).
+    for k in 0..KEYS {
+        let answer = call(
+            "PUT",
+            &format!(
+                "{}/v1/tables/jobs/keys/d{k:02}?ttl_ms=50",
+                cluster.url(k % 5)
+            ),
+            &[],
+            Some(b"fail me"),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    }
+    wait_until(WAIT, "every dead letter listed by every member", || {
+        (0..5).all(|i| dead_letter_count(cluster.url(i), "jobs") == KEYS)
+    });
+    let listing = |i: usize, query: &str| {
+        let answer = call(
+            "GET",
+            &format!(
+                "{}/v1/tables/jobs/expiry/dead-letters?{query}",
+                cluster.url(i)
+            ),
+            &[],
+            None,
+        );
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        answer.json()
+    };
+    let whole = listing(3, "limit=1000");
+    assert_eq!(whole["next"], Value::Null, "{whole}");
+    let ids: Vec<String> = whole["dead_letters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(ids, sorted, "every id once, in id order");
+    let mut keys: Vec<String> = whole["dead_letters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["key"].as_str().unwrap().to_string())
+        .collect();
+    keys.sort();
+    let expected: Vec<String> = (0..KEYS).map(|k| format!("d{k:02}")).collect();
+    assert_eq!(keys, expected);
+    // Paged through another member, 5 at a time: the same ids, in order.
+    for member in [2, 4] {
+        let mut paged = Vec::new();
+        let mut query = "limit=5".to_string();
+        loop {
+            let page = listing(member, &query);
+            let items = page["dead_letters"].as_array().unwrap();
+            assert!(items.len() <= 5, "{page}");
+            paged.extend(items.iter().map(|e| e["id"].as_str().unwrap().to_string()));
+            match page["next"].as_str() {
+                Some(next) => query = format!("limit=5&after={next}"),
+                None => break,
+            }
+        }
+        assert_eq!(paged, ids, "member {} paged", member + 1);
     }
 }

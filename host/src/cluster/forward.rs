@@ -331,10 +331,7 @@ impl Answer {
                 pb::forward_response::Response::MetaApplied(pb::MetaApplied { applied })
             }
             Answer::Page(page) => pb::forward_response::Response::Page(*page),
-            Answer::OutboxDone(done) => pb::forward_response::Response::Outbox(pb::OutboxDone {
-                count: done.count as u64,
-                more: done.more,
-            }),
+            Answer::OutboxDone(done) => pb::forward_response::Response::Outbox(done.to_pb()),
             Answer::Failure {
                 code,
                 message,
@@ -383,10 +380,10 @@ impl Answer {
                     Answer::MetaApplied(applied.applied)
                 }
                 pb::forward_response::Response::Page(page) => Answer::Page(Box::new(page)),
-                pb::forward_response::Response::Outbox(done) => Answer::OutboxDone(OutboxDone {
-                    count: done.count as usize,
-                    more: done.more,
-                }),
+                pb::forward_response::Response::Outbox(done) => Answer::OutboxDone(
+                    OutboxDone::from_pb(done)
+                        .ok_or_else(|| malformed("a listed dead letter that does not decode"))?,
+                ),
                 pb::forward_response::Response::Failure(failure) => Answer::Failure {
                     code: failure.code,
                     message: failure.message,
@@ -483,6 +480,22 @@ mod tests {
                 fragment: 2,
                 action: OutboxAction::Discard,
             }),
+            Forward::Outbox(OutboxRequest {
+                table: TableName::new("jobs").unwrap(),
+                fragment: 4,
+                action: OutboxAction::ListDeadLetters {
+                    after: Some(vec![0; 32]),
+                    limit: 1000,
+                },
+            }),
+            Forward::Outbox(OutboxRequest {
+                table: TableName::new("jobs").unwrap(),
+                fragment: 4,
+                action: OutboxAction::ListDeadLetters {
+                    after: None,
+                    limit: 1,
+                },
+            }),
         ];
         for request in requests {
             assert_eq!(Forward::decode(&request.encode()).unwrap(), request);
@@ -532,6 +545,27 @@ mod tests {
             Answer::OutboxDone(OutboxDone {
                 count: 12,
                 more: true,
+                listed: Vec::new(),
+            }),
+            Answer::OutboxDone(OutboxDone {
+                count: 1,
+                more: false,
+                listed: vec![crate::store::outbox::PendingEvent::new(
+                    4,
+                    17,
+                    &TableName::new("jobs").unwrap(),
+                    "k1",
+                    &crate::record::Record::live(
+                        Version {
+                            hlc_ms: 3,
+                            counter: 1,
+                            writer: Arc::from("n2"),
+                        },
+                        Bytes::from_static(b"payload"),
+                        Some(9),
+                    ),
+                    10,
+                )],
             }),
         ];
         for answer in answers {

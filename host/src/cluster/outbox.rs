@@ -1,5 +1,5 @@
-//! Redrives and discards of one table's expiry events in one fragment, as
-//! a request for the fragment's leader ([`OutboxRequest`], carried as
+//! Redrives, discards and dead-letter listings of one table's expiry
+//! events in one fragment, as a request for the fragment's leader ([`OutboxRequest`], carried as
 //! `ebb.cluster.v1.OutboxOp`), and [`OutboxServer`], the member's expiry
 //! machinery that carries them out.
 
@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 
 use super::error::ClusterError;
 use crate::names::TableName;
-use crate::store::FragmentId;
+use crate::store::{FragmentId, PendingEvent};
 
 /// What to do with one table's expiry events in one fragment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +23,14 @@ pub enum OutboxAction {
     },
     /// Delete the pending events (the table was unbound).
     Discard,
+    /// Read the first `limit` dead letters with ids after `after`, in id
+    /// order; nothing changes.
+    ListDeadLetters {
+        /// The id to continue after, or `None` for the first.
+        after: Option<Vec<u8>>,
+        /// Most to list.
+        limit: usize,
+    },
 }
 
 /// An [`OutboxAction`] on `table`'s events in `fragment`, for the
@@ -38,12 +46,14 @@ pub struct OutboxRequest {
 }
 
 /// What an [`OutboxRequest`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct OutboxDone {
-    /// Events moved or deleted.
+    /// Events moved, deleted or listed.
     pub count: usize,
-    /// Whether more remain (a redrive that met its limit).
+    /// Whether more remain (a redrive or listing that met its limit).
     pub more: bool,
+    /// A listing's dead letters, in id order (empty for other actions).
+    pub listed: Vec<PendingEvent>,
 }
 
 /// A member's expiry machinery, carrying out [`OutboxRequest`]s for the
@@ -69,6 +79,13 @@ impl OutboxRequest {
                     limit: u32::try_from(*limit).unwrap_or(u32::MAX),
                 }),
                 OutboxAction::Discard => pb::outbox_op::Op::Discard(pb::Discard {}),
+                OutboxAction::ListDeadLetters { after, limit } => {
+                    pb::outbox_op::Op::ListDeadLetters(pb::ListDeadLetters {
+                        after: after.clone().unwrap_or_default().into(),
+                        has_after: after.is_some(),
+                        limit: u32::try_from(*limit).unwrap_or(u32::MAX),
+                    })
+                }
             }),
         }
     }
@@ -86,7 +103,43 @@ impl OutboxRequest {
                     limit: redrive.limit as usize,
                 },
                 pb::outbox_op::Op::Discard(_) => OutboxAction::Discard,
+                pb::outbox_op::Op::ListDeadLetters(list) => OutboxAction::ListDeadLetters {
+                    after: list.has_after.then(|| list.after.to_vec()),
+                    limit: list.limit as usize,
+                },
             },
+        })
+    }
+}
+
+impl OutboxDone {
+    /// The `ebb.cluster.v1.OutboxDone` form.
+    pub(super) fn to_pb(&self) -> pb::OutboxDone {
+        pb::OutboxDone {
+            count: self.count as u64,
+            more: self.more,
+            listed: self
+                .listed
+                .iter()
+                .map(|event| pb::DeadLetter {
+                    key: event.key.clone().into(),
+                    event: event.encode().into(),
+                })
+                .collect(),
+        }
+    }
+
+    /// From [`Self::to_pb`]'s form; `None` when a listed dead letter does
+    /// not decode.
+    pub(super) fn from_pb(done: pb::OutboxDone) -> Option<Self> {
+        Some(OutboxDone {
+            count: done.count as usize,
+            more: done.more,
+            listed: done
+                .listed
+                .iter()
+                .map(|dead| PendingEvent::decode(&dead.key, &dead.event).ok())
+                .collect::<Option<_>>()?,
         })
     }
 }

@@ -60,6 +60,9 @@ pub(crate) fn count_dead_letters(
     Ok(counts)
 }
 
+/// Most dead letters one page returns.
+pub const MAX_DEAD_LETTER_PAGE: usize = 1000;
+
 /// One page of dead letters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeadLetterPage {
@@ -81,6 +84,20 @@ pub(crate) fn list_dead_letters(
         .then(|| events.last().map(|e| crate::hex::encode(e.id())))
         .flatten();
     Ok(DeadLetterPage { events, next })
+}
+
+/// Up to `limit` dead letters of `table` in `fragment` with ids after
+/// `after`, in id order, and whether more remain.
+pub(crate) fn fragment_dead_letters(
+    store: &dyn KvStore,
+    table: &TableName,
+    fragment: FragmentId,
+    after: Option<&[u8]>,
+    limit: usize,
+) -> Result<(Vec<PendingEvent>, bool), StoreError> {
+    scan_dead_letters(store, table, after, limit, |event| {
+        event.stored.fragment == fragment
+    })
 }
 
 /// The first `limit` dead letters of `table` in id order with ids after

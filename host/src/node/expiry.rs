@@ -14,8 +14,8 @@ use tokio::sync::oneshot;
 
 use super::error::Error;
 use super::expiry_cluster::{
-    ClusterSettler, change_metadata, decode_binding, follow_leadership, on_every_fragment,
-    unexpected_outcome,
+    ClusterSettler, change_metadata, decode_binding, follow_leadership, list_dead_letters,
+    on_every_fragment, unexpected_outcome,
 };
 use super::{Node, NodeInner};
 use crate::clock::now_ms;
@@ -37,8 +37,7 @@ use ebb_proto::plugin::v1 as abi;
 
 /// How long shutdown waits for handler calls in flight.
 const DISPATCHER_STOP_WAIT: Duration = Duration::from_secs(30);
-/// Most dead letters one page returns.
-pub const MAX_DEAD_LETTER_PAGE: usize = 1000;
+pub use crate::expiry::entries::MAX_DEAD_LETTER_PAGE;
 
 /// A table's binding and how its deliveries are going.
 #[derive(Debug, Clone, PartialEq)]
@@ -442,6 +441,12 @@ impl Node {
                 })
             })
             .transpose()?;
+        if let Some(cluster) = &self.inner.cluster {
+            // A member holds replicas of some fragments only: each
+            // fragment's leader lists its own.
+            return list_dead_letters(cluster, self.inner.meta.fragments, &table, after, limit)
+                .await;
+        }
         self.blocking_expiry(move |_, store| {
             entries::list_dead_letters(&*store, &table, after.as_deref(), limit)
                 .map_err(ExpiryError::from)

@@ -1,7 +1,8 @@
 //! Expiry handlers on a cluster member: binding changes committed in the
 //! metadata group, the dispatcher told which fragments this member leads,
-//! its settlements proposed to each fragment's group, and redrives and
-//! discards of a table's events carried out by each fragment's leader.
+//! its settlements proposed to each fragment's group, and redrives,
+//! discards and dead-letter listings of a table's events carried out by
+//! each fragment's leader.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -17,7 +18,7 @@ use crate::cluster::{
     OutboxServer,
 };
 use crate::expiry::command::Command;
-use crate::expiry::entries;
+use crate::expiry::entries::{self, DeadLetterPage, MAX_DEAD_LETTER_PAGE};
 use crate::expiry::outbox::Outbox;
 use crate::expiry::settle::Settler;
 use crate::expiry::{Binding, ExpiryError, binding};
@@ -186,6 +187,47 @@ pub(super) async fn on_every_fragment(
     Ok(total)
 }
 
+/// The first `limit` dead letters of `table` after `after` across every
+/// fragment, in id order: each fragment's leader lists its own (after a
+/// read index, so the listing holds every dead letter committed before
+/// the request), all fragments at once, merged by id. Events belong to
+/// one fragment each, so no id comes twice. `next` is set when any
+/// fragment has more than the page took.
+pub(super) async fn list_dead_letters(
+    cluster: &Cluster,
+    fragments: u32,
+    table: &TableName,
+    after: Option<Vec<u8>>,
+    limit: usize,
+) -> Result<DeadLetterPage, ExpiryError> {
+    let pages = futures::future::try_join_all((0..fragments).map(|fragment| {
+        cluster.on_outbox_leader(OutboxRequest {
+            table: table.clone(),
+            fragment,
+            action: OutboxAction::ListDeadLetters {
+                after: after.clone(),
+                limit,
+            },
+        })
+    }))
+    .await?;
+    let mut more = false;
+    let mut events = Vec::new();
+    for page in pages {
+        more |= page.more;
+        events.extend(page.listed);
+    }
+    events.sort_by(|a, b| a.id().cmp(b.id()));
+    if events.len() > limit {
+        events.truncate(limit);
+        more = true;
+    }
+    let next = more
+        .then(|| events.last().map(|e| crate::hex::encode(e.id())))
+        .flatten();
+    Ok(DeadLetterPage { events, next })
+}
+
 /// The node's expiry machinery as an [`OutboxServer`]: redrives and
 /// discards of the fragments this member leads. Holds the node weakly
 /// (the cluster it is registered with belongs to the node).
@@ -245,6 +287,32 @@ impl OutboxServer for NodeOutboxes {
             let (table, fragment) = (request.table, request.fragment);
             let outbox = node.inner.outbox.clone();
             let (writes, revived, count, more) = match request.action {
+                OutboxAction::ListDeadLetters { after, limit } => {
+                    if !(1..=MAX_DEAD_LETTER_PAGE).contains(&limit) {
+                        return Err(refused(
+                            "invalid_request",
+                            format!("a listing takes 1 to {MAX_DEAD_LETTER_PAGE} dead letters"),
+                        ));
+                    }
+                    let (listed, more) = node
+                        .blocking_expiry(move |_, store| {
+                            entries::fragment_dead_letters(
+                                &*store,
+                                &table,
+                                fragment,
+                                after.as_deref(),
+                                limit,
+                            )
+                            .map_err(ExpiryError::from)
+                        })
+                        .await
+                        .map_err(|error| refused(error.contract_code(), &error))?;
+                    return Ok(OutboxDone {
+                        count: listed.len(),
+                        more,
+                        listed,
+                    });
+                }
                 OutboxAction::Redrive { ids, limit } => {
                     // The asking member keeps to these limits; a request
                     // off the wire that does not is refused, never served.
@@ -322,7 +390,11 @@ impl OutboxServer for NodeOutboxes {
                 }
                 outbox.deliver(revived);
             }
-            Ok(OutboxDone { count, more })
+            Ok(OutboxDone {
+                count,
+                more,
+                listed: Vec::new(),
+            })
         })
     }
 }
