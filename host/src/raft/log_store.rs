@@ -8,12 +8,18 @@
 //! `append` returns and reported flushed only once durable; a saved vote is
 //! fsynced before `save_vote` returns; a purge records its marker in the
 //! same atomic write that deletes the entries. Reads run on blocking
-//! threads, never on a tokio worker.
+//! threads, never on a tokio worker, except those the group's recent
+//! entries in memory ([`RecentEntries`]) answer: a leader replicating what
+//! it just appended reads them there, without a store iterator.
 
+use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
 
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 
@@ -80,9 +86,104 @@ pub(super) async fn read_position(
     group: GroupId,
     store: Arc<dyn KvStore>,
 ) -> io::Result<Option<(LogId, StoredMembership)>> {
-    LogReader { group, store }
-        .read_state(TAG_APPLIED, decode_position)
-        .await
+    LogReader {
+        group,
+        store,
+        recent: Arc::default(),
+    }
+    .read_state(TAG_APPLIED, decode_position)
+    .await
+}
+
+/// Most entries a group keeps in memory.
+const RECENT_ENTRIES: usize = 512;
+/// Most command bytes a group keeps in memory (the entries' payloads,
+/// copied, so no network buffer outlives its message).
+const RECENT_BYTES: usize = 512 * 1024;
+
+/// The tail of a group's log in memory: the entries appended since the
+/// node started (or since the last gap), up to [`RECENT_ENTRIES`] and
+/// [`RECENT_BYTES`], oldest dropped first.
+///
+/// Invariant: the entries are contiguous and, when there are any, the last
+/// is the log's last (every append, truncation and purge goes through
+/// [`LogStore`], which updates them with the store), so a range within
+/// them reads the same as from the store.
+#[derive(Default)]
+struct RecentEntries {
+    entries: VecDeque<Entry>,
+    bytes: usize,
+}
+
+fn payload_len(entry: &Entry) -> usize {
+    match &entry.payload {
+        openraft::EntryPayload::Normal(command) => command.bytes.len(),
+        _ => 0,
+    }
+}
+
+impl RecentEntries {
+    /// Add entries just written to the store (contiguous, ascending); a
+    /// gap after the ones held drops those first.
+    fn append(&mut self, appended: Vec<Entry>) {
+        let Some(first) = appended.first() else {
+            return;
+        };
+        if self
+            .entries
+            .back()
+            .is_some_and(|last| last.log_id.index + 1 != first.log_id.index)
+        {
+            self.entries.clear();
+            self.bytes = 0;
+        }
+        for entry in appended {
+            self.bytes += payload_len(&entry);
+            self.entries.push_back(entry);
+        }
+        while self.entries.len() > RECENT_ENTRIES || self.bytes > RECENT_BYTES {
+            let Some(dropped) = self.entries.pop_front() else {
+                break;
+            };
+            self.bytes -= payload_len(&dropped);
+        }
+    }
+
+    /// Drop entries after `index` (`None`: all).
+    fn truncate_after(&mut self, index: Option<u64>) {
+        while let Some(last) = self.entries.back() {
+            if index.is_some_and(|index| last.log_id.index <= index) {
+                break;
+            }
+            self.bytes -= payload_len(last);
+            self.entries.pop_back();
+        }
+    }
+
+    /// Drop entries up to and including `index`.
+    fn purge(&mut self, index: u64) {
+        while let Some(first) = self.entries.front() {
+            if first.log_id.index > index {
+                break;
+            }
+            self.bytes -= payload_len(first);
+            self.entries.pop_front();
+        }
+    }
+
+    /// Entries `start..end` (`end` `None`: to the last) if every one of
+    /// them is held here; `None` sends the read to the store.
+    fn range(&self, start: u64, end: Option<u64>) -> Option<Vec<Entry>> {
+        let first = self.entries.front()?.log_id.index;
+        let after_last = self.entries.back()?.log_id.index + 1;
+        let end = end.unwrap_or(after_last);
+        if start < first || end > after_last {
+            return None;
+        }
+        let from = (start - first) as usize;
+        let to = (end.max(start) - first) as usize;
+        Some(self.entries.range(from..to).cloned().collect())
+    }
 }
 
 /// Reads a group's log; cheap to clone, one per replication stream.
@@ -90,6 +191,7 @@ pub(super) async fn read_position(
 pub struct LogReader {
     group: GroupId,
     store: Arc<dyn KvStore>,
+    recent: Arc<Mutex<RecentEntries>>,
 }
 
 impl LogReader {
@@ -141,6 +243,14 @@ impl RaftLogReader<TypeConfig> for LogReader {
         let Some(start) = start else {
             return Ok(Vec::new());
         };
+        let end = match range.end_bound() {
+            Bound::Included(&i) => i.checked_add(1),
+            Bound::Excluded(&i) => Some(i),
+            Bound::Unbounded => None,
+        };
+        if let Some(entries) = self.recent.lock().range(start, end) {
+            return Ok(entries);
+        }
         let from = entry_key(self.group, start);
         let to = match range.end_bound() {
             Bound::Included(&i) => match i.checked_add(1) {
@@ -178,6 +288,9 @@ pub struct LogStore {
     reader: LogReader,
     writer: LogWriter,
     durability: AppendDurability,
+    /// The committed marker last saved, which may still be queued for the
+    /// store; `None` until one is saved.
+    committed: Option<Option<LogId>>,
 }
 
 impl LogStore {
@@ -190,9 +303,14 @@ impl LogStore {
         durability: AppendDurability,
     ) -> Self {
         Self {
-            reader: LogReader { group, store },
+            reader: LogReader {
+                group,
+                store,
+                recent: Arc::default(),
+            },
             writer,
             durability,
+            committed: None,
         }
     }
 
@@ -238,19 +356,27 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .map_err(io_error)
     }
 
+    /// Queued behind the appends before it without waiting: openraft
+    /// waits for this before applying, and a marker lost in a crash only
+    /// means the restarted replica applies up to an earlier one (its state
+    /// machine keeps its own durable position) until it hears from the
+    /// leader. Committed entries are never truncated, so the marker never
+    /// points past the log.
     async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
         let write = FamilyWrite::Put(
             Family::RaftState,
             state_key(self.group(), TAG_COMMITTED),
             encode_marker(committed.as_ref()),
         );
-        self.writer
-            .write(vec![write], false, None)
-            .await
-            .map_err(io_error)
+        self.writer.submit(vec![write]);
+        self.committed = Some(committed);
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
+        if let Some(committed) = self.committed {
+            return Ok(committed);
+        }
         Ok(self
             .reader
             .read_state(TAG_COMMITTED, decode_marker)
@@ -265,23 +391,30 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let group = self.group();
         let mut sync = self.durability == AppendDurability::Sync;
+        let mut recent = Vec::new();
         let writes: Vec<FamilyWrite> = entries
             .into_iter()
-            .map(|entry| {
-                if let openraft::EntryPayload::Normal(command) = &entry.payload {
-                    sync |= command.sync;
-                }
-                FamilyWrite::Put(
+            .map(|mut entry| {
+                let write = FamilyWrite::Put(
                     Family::RaftLog,
                     entry_key(group, entry.log_id.index),
                     encode_entry(&entry),
-                )
+                );
+                if let openraft::EntryPayload::Normal(command) = &mut entry.payload {
+                    sync |= command.sync;
+                    command.bytes = Bytes::copy_from_slice(&command.bytes);
+                }
+                recent.push(entry);
+                write
             })
             .collect();
         self.writer
             .write(writes, sync, Some(callback))
             .await
-            .map_err(io_error)
+            .map_err(io_error)?;
+        // In the store now: readable from memory too.
+        self.reader.recent.lock().append(recent);
+        Ok(())
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> io::Result<()> {
@@ -294,6 +427,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             None => entry_key(group, 0),
         };
         let write = FamilyWrite::DeleteRange(Family::RaftLog, from, entries_end(group));
+        self.reader
+            .recent
+            .lock()
+            .truncate_after(last_log_id.map(|id| id.index));
         self.writer
             .write(vec![write], false, None)
             .await
@@ -314,9 +451,69 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             ),
             FamilyWrite::DeleteRange(Family::RaftLog, entry_key(group, 0), to),
         ];
+        self.reader.recent.lock().purge(log_id.index);
         self.writer
             .write(writes, false, None)
             .await
             .map_err(io_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::types::{Command, Payload};
+    use openraft::impls::leader_id_adv::LeaderId;
+
+    fn entry(index: u64, bytes: usize) -> Entry {
+        Entry {
+            log_id: LogId::new(
+                LeaderId {
+                    term: 1,
+                    node_id: 1,
+                },
+                index,
+            ),
+            payload: Payload::Normal(Command::new(vec![7u8; bytes], false)),
+        }
+    }
+
+    fn indexes(entries: Option<Vec<Entry>>) -> Option<Vec<u64>> {
+        entries.map(|entries| entries.iter().map(|e| e.log_id.index).collect())
+    }
+
+    #[test]
+    fn recent_entries_hold_a_bounded_contiguous_tail() {
+        let mut recent = RecentEntries::default();
+        assert_eq!(indexes(recent.range(1, None)), None, "nothing held");
+        recent.append((1..=600).map(|i| entry(i, 10)).collect());
+        // The oldest beyond the count bound went; reads reaching them go
+        // to the store.
+        assert_eq!(recent.entries.len(), RECENT_ENTRIES);
+        assert_eq!(recent.range(88, Some(100)), None);
+        assert_eq!(indexes(recent.range(89, Some(92))), Some(vec![89, 90, 91]));
+        assert_eq!(indexes(recent.range(599, None)), Some(vec![599, 600]));
+        assert_eq!(indexes(recent.range(600, Some(600))), Some(vec![]));
+        // Past the last held: the store (which may hold it by now).
+        assert_eq!(recent.range(600, Some(602)), None);
+
+        recent.truncate_after(Some(595));
+        assert_eq!(indexes(recent.range(594, None)), Some(vec![594, 595]));
+        recent.purge(590);
+        assert_eq!(recent.range(590, None), None);
+        assert_eq!(indexes(recent.range(591, Some(593))), Some(vec![591, 592]));
+        // A gap (a snapshot installed past them) starts over.
+        recent.append(vec![entry(900, 10)]);
+        assert_eq!(indexes(recent.range(900, None)), Some(vec![900]));
+        assert_eq!(recent.range(595, None), None);
+        recent.truncate_after(None);
+        assert!(recent.entries.is_empty());
+        assert_eq!(recent.bytes, 0);
+
+        // The byte bound: 100 KiB entries, five of them at most.
+        recent.append((1..=8).map(|i| entry(i, 100 * 1024)).collect());
+        assert_eq!(recent.entries.len(), 5);
+        assert_eq!(recent.bytes, 5 * 100 * 1024);
+        assert_eq!(indexes(recent.range(4, None)), Some(vec![4, 5, 6, 7, 8]));
     }
 }

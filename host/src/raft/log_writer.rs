@@ -95,6 +95,24 @@ impl LogWriter {
     }
 }
 
+impl LogWriter {
+    /// Queue `writes` (not fsynced) in order after every request submitted
+    /// before, without waiting for them: for what may be lost in a crash,
+    /// such as the committed marker. Dropped if the writer is closed; a
+    /// store failure shows in the next request that waits.
+    pub(crate) fn submit(&self, writes: Vec<FamilyWrite>) {
+        let (written, _) = oneshot::channel();
+        if let Some(jobs) = self.inner.jobs.lock().as_ref() {
+            let _ = jobs.send(Job {
+                writes,
+                sync: false,
+                written,
+                flushed: None,
+            });
+        }
+    }
+}
+
 impl Inner {
     fn close(&self) {
         drop(self.jobs.lock().take());
