@@ -5,6 +5,8 @@
 
 #[path = "durability.rs"]
 mod durability;
+#[path = "in_process.rs"]
+mod in_process;
 #[path = "layers.rs"]
 mod layers;
 #[path = "plugins_sql.rs"]

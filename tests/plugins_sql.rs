@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use ebb_host::store::MemoryStore;
 use ebb_host::{Durability, Node, NodeConfig, PutOptions, QueryBudgets, QueryRequest};
 use ebb_query::Value;
@@ -52,22 +53,7 @@ async fn node_with_threads(fragments: u32, page: usize, plugin_threads: usize) -
     })
     .await
     .unwrap();
-    let t = node.table("requests").unwrap();
-    for i in 0..500 {
-        let body = format!(
-            r#"{{"ms": {}, "user": "u{}", "ok": {}}}"#,
-            (i * 37) % 1000,
-            i % 17,
-            i % 3 != 0
-        );
-        t.put(
-            &format!("r{i:04}"),
-            body,
-            PutOptions::default().durability(Durability::Memory),
-        )
-        .await
-        .unwrap();
-    }
+    write_requests(&node).await;
     node
 }
 
@@ -404,4 +390,97 @@ async fn a_continuation_never_switches_plugin_versions() {
     let message = refused(node.query(next(&fresh, None)).await, "removed");
     assert!(message.contains("removed"), "{message}");
     node.shutdown().await.unwrap();
+}
+
+/// The requests of [`node_with_threads`], written through `node`.
+async fn write_requests(node: &Node) {
+    let t = node.table("requests").unwrap();
+    for i in 0..500 {
+        let body = format!(
+            r#"{{"ms": {}, "user": "u{}", "ok": {}}}"#,
+            (i * 37) % 1000,
+            i % 17,
+            i % 3 != 0
+        );
+        t.put(
+            &format!("r{i:04}"),
+            body,
+            PutOptions::default().durability(Durability::Memory),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_uploaded_on_one_member_answer_alike_on_every_member_of_a_cluster() {
+    // One replica of each fragment: every member reads most fragments
+    // from the others, whose leaders run the plugins on their pages and
+    // send back rows and partial aggregate states.
+    let members = crate::in_process::open_cluster(3, 1, 4, |config| {
+        config.query_budgets(QueryBudgets {
+            page_visit_budget: 64,
+            max_page_visit_budget: 64,
+            ..QueryBudgets::default()
+        })
+    })
+    .await;
+    for (name, module) in [("json", "ebb_plugin_json"), ("stats", "ebb_plugin_stats")] {
+        members[0]
+            .put_plugin(name, Bytes::from(wasm(module)))
+            .await
+            .unwrap();
+    }
+    write_requests(&members[1]).await;
+    let single = node_with_threads(1, 10_000, 2).await;
+    let queries = [
+        "SELECT stats.avg(json.get_float(value, '$.ms')), stats.p50(json.get_float(value, '$.ms')), \
+         stats.p95(json.get_float(value, '$.ms')), stats.count_distinct(json.get(value, '$.user')), \
+         stats.stddev(json.get_float(value, '$.ms')) FROM requests",
+        "SELECT key, json.get(value, '$.user') FROM requests \
+         WHERE json.get_float(value, '$.ms') > 900 ORDER BY key",
+        "SELECT json.get(value, '$.user') AS u, stats.avg(json.get_float(value, '$.ms')) \
+         FROM requests GROUP BY u ORDER BY u",
+    ];
+    let close = |a: &Value, b: &Value| match (a, b) {
+        (Value::Float(a), Value::Float(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+        (a, b) => a == b,
+    };
+    for sql in queries {
+        let expected = rows(&single, sql).await;
+        assert!(!expected.is_empty(), "{sql}");
+        for (i, member) in members.iter().enumerate() {
+            // A member that had not applied the upload yet when it
+            // returned compiles the module on apply: wait for it, bounded.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let got = loop {
+                let request = QueryRequest {
+                    sql: Some(sql.into()),
+                    page_size: Some(10_000),
+                    ..Default::default()
+                };
+                match member.query(request).await {
+                    Ok(page) if page.cursor.is_none() => break page.rows,
+                    Ok(_) => break rows(member, sql).await,
+                    Err(error) if std::time::Instant::now() < deadline => {
+                        let _ = error;
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                    Err(error) => panic!("member {}: {sql}: {error}", i + 1),
+                }
+            };
+            assert_eq!(got.len(), expected.len(), "member {}: {sql}", i + 1);
+            for (row, want) in got.iter().zip(&expected) {
+                assert!(
+                    row.len() == want.len() && row.iter().zip(want).all(|(a, b)| close(a, b)),
+                    "member {}: {sql}: {row:?} vs {want:?}",
+                    i + 1
+                );
+            }
+        }
+    }
+    single.shutdown().await.unwrap();
+    for member in members {
+        member.shutdown().await.unwrap();
+    }
 }

@@ -3,18 +3,14 @@
 //! three members in one process where each member holds only some
 //! fragments (its queries read the others from their leaders).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Weak};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ebb_host::cluster::{Cluster, ClusterConfig};
-use ebb_host::node::config::ClusterSetup;
-use ebb_host::raft::{NodeId, Service, Transport, TransportError};
 use ebb_host::store::MemoryStore;
 use ebb_host::{Durability, Node, NodeConfig, PutOptions, QueryError, QueryRequest};
 use ebb_query::Value;
-use futures::future::BoxFuture;
 use proptest::prelude::*;
 use rusqlite::types::ValueRef;
 
@@ -633,74 +629,13 @@ async fn load_into(nodes: &[Node], sqlite: &rusqlite::Connection, table: &str, r
     }
 }
 
-/// Members of one process, each message delivered by calling the target
-/// member's cluster directly (the server carries them over its cluster
-/// port; the routing above it is the same).
-#[derive(Default)]
-struct InProcess {
-    members: parking_lot::RwLock<HashMap<NodeId, Weak<Cluster>>>,
-}
-
-impl Transport for InProcess {
-    fn call(
-        &self,
-        to: NodeId,
-        service: Service,
-        body: Bytes,
-        timeout: Duration,
-    ) -> BoxFuture<'static, Result<Bytes, TransportError>> {
-        let target = self.members.read().get(&to).and_then(Weak::upgrade);
-        Box::pin(async move {
-            let Some(cluster) = target else {
-                return Err(TransportError::Unreachable {
-                    node: to,
-                    reason: "not started".into(),
-                });
-            };
-            let answer = async {
-                match service {
-                    Service::Raft => cluster.serve_raft(&body).await,
-                    Service::Forward => cluster.serve_forward(&body).await,
-                }
-            };
-            tokio::time::timeout(timeout, answer)
-                .await
-                .map_err(|_| TransportError::Timeout {
-                    node: to,
-                    ms: timeout.as_millis() as u64,
-                })
-        })
-    }
-}
-
 /// Three members with two replicas of each of four fragments, opened once
 /// per test binary: every member holds some fragments and not others.
 async fn cluster() -> &'static [Node] {
     static MEMBERS: tokio::sync::OnceCell<Vec<Node>> = tokio::sync::OnceCell::const_new();
     MEMBERS
         .get_or_init(|| async {
-            let transport = Arc::new(InProcess::default());
-            let peers: BTreeMap<NodeId, String> =
-                (1..=3).map(|id| (id, format!("in-process-{id}"))).collect();
-            let opens = (1..=3).map(|id| {
-                let mut settings = ClusterConfig::new(id, peers.clone());
-                settings.replication = 2;
-                let mut config = NodeConfig::new(format!("member-{id}")).fragments(4);
-                config.cluster = Some(ClusterSetup {
-                    config: settings,
-                    transport: transport.clone(),
-                });
-                let transport = transport.clone();
-                async move {
-                    let node = Node::open_with_store(config, Arc::new(MemoryStore::new()))
-                        .await
-                        .unwrap();
-                    let member = Arc::downgrade(node.cluster().unwrap());
-                    transport.members.write().insert(id, member);
-                    node
-                }
-            });
-            let members = futures::future::join_all(opens).await;
+            let members = crate::in_process::open_cluster(3, 2, 4, |config| config).await;
             let mut held = Vec::new();
             for member in &members {
                 let status = member.cluster_status().await.unwrap();
