@@ -177,7 +177,7 @@ impl RecentEntries {
         let first = self.entries.front()?.log_id.index;
         let after_last = self.entries.back()?.log_id.index + 1;
         let end = end.unwrap_or(after_last);
-        if start < first || end > after_last {
+        if start < first || start > after_last || end > after_last {
             return None;
         }
         let from = (start - first) as usize;
@@ -496,6 +496,9 @@ mod tests {
         assert_eq!(indexes(recent.range(600, Some(600))), Some(vec![]));
         // Past the last held: the store (which may hold it by now).
         assert_eq!(recent.range(600, Some(602)), None);
+        assert_eq!(recent.range(605, None), None);
+        assert_eq!(indexes(recent.range(601, None)), Some(vec![]));
+        assert_eq!(indexes(recent.range(500, Some(400))), Some(vec![]));
 
         recent.truncate_after(Some(595));
         assert_eq!(indexes(recent.range(594, None)), Some(vec![594, 595]));
