@@ -1,7 +1,7 @@
 //! Redrives, discards and dead-letter listings of one table's expiry
-//! events in one fragment, as a request for the fragment's leader ([`OutboxRequest`], carried as
-//! `ebb.cluster.v1.OutboxOp`), and [`OutboxServer`], the member's expiry
-//! machinery that carries them out.
+//! events in one fragment, as a request for the fragment's leader
+//! ([`OutboxRequest`], carried as `ebb.cluster.v1.OutboxOp`), and
+//! [`OutboxServer`], the member's expiry machinery that carries them out.
 
 use ebb_proto::cluster::v1 as pb;
 use futures::future::BoxFuture;
@@ -61,7 +61,8 @@ pub struct OutboxDone {
 pub trait OutboxServer: Send + Sync {
     /// Carry out `request` on this member, which leads the fragment and
     /// has applied every entry committed before: read the events from its
-    /// store and propose the writes to the fragment's group (see
+    /// store (all a listing does) and propose the writes to the fragment's
+    /// group (see
     /// `Cluster::settle`). Fails with a code of the HTTP contract.
     fn serve(&self, request: OutboxRequest) -> BoxFuture<'_, Result<OutboxDone, ClusterError>>;
 }

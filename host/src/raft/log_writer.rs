@@ -93,9 +93,7 @@ impl LogWriter {
         }
         done.await.unwrap_or(Err(StoreError::Closed))
     }
-}
 
-impl LogWriter {
     /// Queue `writes` (not fsynced) in order after every request submitted
     /// before, without waiting for them: for what may be lost in a crash,
     /// such as the committed marker. Dropped if the writer is closed; a
