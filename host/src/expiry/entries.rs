@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use super::outbox::Outbox;
 use crate::names::TableName;
 use crate::store::outbox::{dead_letter_key, dead_letter_prefix, outbox_key, outbox_seq};
-use crate::store::{Family, FamilyWrite, FragmentId, KvStore, PendingEvent, StoreError};
+use crate::store::{
+    Family, FamilyWrite, FragmentId, KvStore, PendingEvent, StoreError, prefix_end,
+};
 
 /// Every event in the outbox, in key order, and the highest sequence seen.
 pub(crate) fn load_outbox(store: &dyn KvStore) -> Result<(Vec<PendingEvent>, u64), StoreError> {
@@ -102,7 +104,9 @@ pub(crate) fn fragment_dead_letters(
 
 /// The first `limit` dead letters of `table` in id order with ids after
 /// `after` that `keep` accepts, and whether more such remain. The scan
-/// stops at the first one past the limit.
+/// starts just past `after` (a seek, so a deep page costs what its
+/// entries do) on stores with range reads, and stops at the first one
+/// past the limit.
 fn scan_dead_letters(
     store: &dyn KvStore,
     table: &TableName,
@@ -113,28 +117,45 @@ fn scan_dead_letters(
     let prefix = dead_letter_prefix(table);
     let mut events = Vec::new();
     let mut more = false;
-    store
-        .scan_family(Family::DeadLetters, &prefix, &mut |key, value| {
-            let id = &key[prefix.len()..];
-            if after.is_some_and(|after| id <= after) {
-                return Ok(());
+    let mut visit = |key: &[u8], value: &[u8]| {
+        let id = &key[prefix.len()..];
+        if after.is_some_and(|after| id <= after) {
+            return Ok(());
+        }
+        let event = PendingEvent::decode(key, value)?;
+        if !keep(&event) {
+            return Ok(());
+        }
+        if events.len() == limit {
+            more = true;
+            // Stop the scan: nothing after this is needed.
+            return Err(StoreError::Closed);
+        }
+        events.push(event);
+        Ok(())
+    };
+    let seek = after.zip(prefix_end(&prefix)).map(|(after, end)| {
+        let mut from = dead_letter_key(table, after);
+        from.push(0); // the first key after `after`'s
+        (from, end)
+    });
+    let scanned = match &seek {
+        Some((from, end)) => {
+            match store.scan_range(Family::DeadLetters, from, end, &mut visit) {
+                // A store without range reads (a test double): from the
+                // first, skipping up to `after`.
+                Err(StoreError::Unsupported { .. }) => {
+                    store.scan_family(Family::DeadLetters, &prefix, &mut visit)
+                }
+                other => other,
             }
-            let event = PendingEvent::decode(key, value)?;
-            if !keep(&event) {
-                return Ok(());
-            }
-            if events.len() == limit {
-                more = true;
-                // Stop the scan: nothing after this is needed.
-                return Err(StoreError::Closed);
-            }
-            events.push(event);
-            Ok(())
-        })
-        .or_else(|error| match error {
-            StoreError::Closed if more => Ok(()),
-            other => Err(other),
-        })?;
+        }
+        None => store.scan_family(Family::DeadLetters, &prefix, &mut visit),
+    };
+    scanned.or_else(|error| match error {
+        StoreError::Closed if more => Ok(()),
+        other => Err(other),
+    })?;
     Ok((events, more))
 }
 
@@ -266,6 +287,57 @@ mod tests {
         event.stored.last_error = "boom".into();
         event.key = dead_letter_key(table, event.id());
         event
+    }
+
+    #[test]
+    fn a_fragment_s_dead_letters_page_by_id_from_just_past_the_last() {
+        let store = MemoryStore::new();
+        let table = TableName::new("t").unwrap();
+        // A table whose name extends this one's, and one after it: never
+        // in this table's pages.
+        let longer = TableName::new("tt").unwrap();
+        let other = TableName::new("u").unwrap();
+        let mut events: Vec<PendingEvent> = (0..12)
+            .map(|i| {
+                let mut event = dead(&table, &format!("k{i}"));
+                event.stored.fragment = i % 2;
+                event
+            })
+            .collect();
+        events.extend([dead(&longer, "x"), dead(&other, "y")]);
+        let puts: Vec<FamilyWrite> = events
+            .iter()
+            .map(|e| FamilyWrite::Put(Family::DeadLetters, e.key.clone(), e.encode()))
+            .collect();
+        store.write_entries(&puts, true).unwrap();
+        for fragment in [0, 1] {
+            let mut expected: Vec<Vec<u8>> = events[..12]
+                .iter()
+                .filter(|e| e.stored.fragment == fragment)
+                .map(|e| e.id().to_vec())
+                .collect();
+            expected.sort();
+            let mut paged = Vec::new();
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (page, more) =
+                    fragment_dead_letters(&store, &table, fragment, after.as_deref(), 4).unwrap();
+                assert!(page.len() <= 4);
+                assert!(page.iter().all(|e| e.stored.fragment == fragment));
+                paged.extend(page.iter().map(|e| e.id().to_vec()));
+                if !more {
+                    break;
+                }
+                after = paged.last().cloned();
+            }
+            assert_eq!(paged, expected, "fragment {fragment}");
+        }
+        // Past the last id: nothing, and nothing more.
+        let last = [0xffu8; 32];
+        assert_eq!(
+            fragment_dead_letters(&store, &table, 0, Some(&last), 4).unwrap(),
+            (Vec::new(), false)
+        );
     }
 
     #[test]
