@@ -462,8 +462,7 @@ async fn plugins_uploaded_on_one_member_answer_alike_on_every_member_of_a_cluste
                 match member.query(request).await {
                     Ok(page) if page.cursor.is_none() => break page.rows,
                     Ok(_) => break rows(member, sql).await,
-                    Err(error) if std::time::Instant::now() < deadline => {
-                        let _ = error;
+                    Err(_) if std::time::Instant::now() < deadline => {
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     }
                     Err(error) => panic!("member {}: {sql}: {error}", i + 1),

@@ -491,32 +491,26 @@ impl Cluster {
         }
     }
 
-    /// Before a clean stop: hand every group this node leads to another
-    /// replica, and wait (briefly) until they took over.
+    /// Before a clean stop: hand every group this node leads to the other
+    /// replica that acknowledged it most recently, and wait (at most 2 s)
+    /// until they took over. A group with no other replica (R = 1) has no
+    /// one to take over and is not waited for.
     pub async fn hand_over(&self) {
-        if let Some(to) = self
-            .config
-            .peers
-            .keys()
-            .find(|id| **id != self.config.node_id)
-        {
-            self.meta.hand_over(*to).await;
+        let meta_to = self.meta.successor();
+        if let Some(to) = meta_to {
+            self.meta.hand_over(to).await;
         }
-        for (fragment, replica) in &self.replicas {
-            if let Some(to) = self.placement[*fragment as usize]
-                .iter()
-                .find(|id| **id != self.config.node_id)
-            {
-                replica.group.hand_over(*to).await;
+        let mut handed = Vec::new();
+        for replica in self.replicas.values() {
+            if let Some(to) = replica.group.successor() {
+                replica.group.hand_over(to).await;
+                handed.push(replica);
             }
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline
-            && (self.meta.is_leader()
-                || self
-                    .replicas
-                    .values()
-                    .any(|replica| replica.group.is_leader()))
+            && ((meta_to.is_some() && self.meta.is_leader())
+                || handed.iter().any(|replica| replica.group.is_leader()))
         {
             tokio::time::sleep(RETRY_PAUSE).await;
         }

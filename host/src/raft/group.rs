@@ -361,6 +361,27 @@ impl<M: GroupMachine> Group<M> {
         }
     }
 
+    /// If this node leads: the other voter that acknowledged the leader
+    /// most recently, within the last second (ten heartbeats; a member
+    /// that is down acknowledges nothing), to take over before a clean
+    /// stop. `None` when this node does not lead, leads alone, or no other
+    /// voter answered lately.
+    pub fn successor(&self) -> Option<NodeId> {
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let me = metrics.id;
+        metrics
+            .heartbeat
+            .as_ref()?
+            .iter()
+            .filter(|(node, acked)| {
+                **node != me
+                    && acked
+                        .is_some_and(|at| openraft::Instant::elapsed(&*at) < Duration::from_secs(1))
+            })
+            .max_by_key(|(_, acked)| **acked)
+            .map(|(node, _)| *node)
+    }
+
     /// If this node leads, ask `to` to take over (it starts an election at
     /// once); returns without waiting for the outcome.
     pub async fn hand_over(&self, to: NodeId) {
