@@ -1176,6 +1176,17 @@ fn replicas_of(status: &Value) -> Vec<Vec<u64>> {
         .collect()
 }
 
+/// Write `key` of `table` through `url` with a 50 ms TTL.
+fn expire_soon(url: &str, table: &str, key: &str, value: &str) {
+    let answer = call(
+        "PUT",
+        &format!("{url}/v1/tables/{table}/keys/{key}?ttl_ms=50"),
+        &[],
+        Some(value.as_bytes()),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+}
+
 /// Upload test module `module` as plugin `handler` through `url`.
 fn upload_handler(url: &str, module: &str) {
     let bytes = std::fs::read(common::wasm(module)).unwrap();
@@ -1223,16 +1234,7 @@ fn dead_letters_are_redriven_and_pending_events_discarded_through_any_member() {
     };
     let expire = |prefix: &str, value: &str| {
         for k in 0..KEYS {
-            let answer = call(
-                "PUT",
-                &format!(
-                    "{}/v1/tables/jobs/keys/{prefix}{k}?ttl_ms=50",
-                    cluster.url(k % 3)
-                ),
-                &[],
-                Some(value.as_bytes()),
-            );
-            assert_eq!(answer.status, 200, "{}", answer.text());
+            expire_soon(cluster.url(k % 3), "jobs", &format!("{prefix}{k}"), value);
         }
     };
     let everywhere = |what: &str, check: &dyn Fn(&str) -> bool| {
@@ -1370,16 +1372,7 @@ fn with_three_replicas_of_five_every_member_lists_every_dead_letter() {
     // fragment; every member lists all of them, its own fragments' and
     // the others' (from their leaders).
     for k in 0..KEYS {
-        let answer = call(
-            "PUT",
-            &format!(
-                "{}/v1/tables/jobs/keys/d{k:02}?ttl_ms=50",
-                cluster.url(k % 5)
-            ),
-            &[],
-            Some(b"fail me"),
-        );
-        assert_eq!(answer.status, 200, "{}", answer.text());
+        expire_soon(cluster.url(k % 5), "jobs", &format!("d{k:02}"), "fail me");
     }
     wait_until(WAIT, "every dead letter listed by every member", || {
         (0..5).all(|i| dead_letter_count(cluster.url(i), "jobs") == KEYS)
