@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use crate::analysis::KeyRanges;
 use crate::expr::{Column, Expr};
-use crate::functions::AggregateFunction;
+use crate::functions::{AggregateFunction, ScalarFunction};
 use crate::value::SqlType;
 
 pub use planner::plan;
@@ -200,16 +200,27 @@ impl Plan {
         found
     }
 
-    /// Whether the query calls a plugin function (scalar or aggregate).
-    pub fn calls_plugins(&self) -> bool {
-        let aggregate = match &self.shape {
+    /// Whether any function the query calls satisfies `scalar` (a scalar
+    /// function) or `aggregate` (an aggregate).
+    fn any_function(
+        &self,
+        scalar: impl Fn(&dyn ScalarFunction) -> bool,
+        aggregate: impl Fn(&dyn AggregateFunction) -> bool,
+    ) -> bool {
+        let aggregates = match &self.shape {
             Shape::Aggregate { aggregates, .. } => {
-                aggregates.iter().any(|a| a.function.is_plugin())
+                aggregates.iter().any(|a| aggregate(a.function.as_ref()))
             }
             Shape::Rows { .. } => false,
         };
-        aggregate
-            || self.any_node(|e| matches!(e, Expr::Call { function, .. } if function.is_plugin()))
+        aggregates
+            || self
+                .any_node(|e| matches!(e, Expr::Call { function, .. } if scalar(function.as_ref())))
+    }
+
+    /// Whether the query calls a plugin function (scalar or aggregate).
+    pub fn calls_plugins(&self) -> bool {
+        self.any_function(|f| f.is_plugin(), |a| a.is_plugin())
     }
 
     /// Names of the plugin functions the query calls, each once.
@@ -292,15 +303,7 @@ impl Plan {
     /// Whether every function the plan calls (scalar and aggregate) is a
     /// built-in ([`crate::ScalarFunction::is_builtin`]).
     pub fn calls_only_builtins(&self) -> bool {
-        let aggregates = match &self.shape {
-            Shape::Aggregate { aggregates, .. } => {
-                aggregates.iter().all(|a| a.function.is_builtin())
-            }
-            Shape::Rows { .. } => true,
-        };
-        aggregates
-            && !self
-                .any_node(|e| matches!(e, Expr::Call { function, .. } if !function.is_builtin()))
+        !self.any_function(|f| !f.is_builtin(), |a| !a.is_builtin())
     }
 
     /// Whether a scalar function the plan calls may build far more bytes
