@@ -64,6 +64,10 @@ pub(crate) fn count_dead_letters(
 
 /// Most dead letters one page returns.
 pub const MAX_DEAD_LETTER_PAGE: usize = 1000;
+/// Most bytes (their [`PendingEvent::weight`]) of the dead letters one
+/// page returns, past the first: a page of large values ends early, with
+/// `next` set.
+pub const MAX_DEAD_LETTER_PAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// One page of dead letters.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,14 +78,22 @@ pub struct DeadLetterPage {
     pub next: Option<String>,
 }
 
-/// Up to `limit` dead letters of `table` with ids after `after`.
+/// Up to `limit` dead letters of `table` with ids after `after`, and at
+/// most [`MAX_DEAD_LETTER_PAGE_BYTES`] of them past the first.
 pub(crate) fn list_dead_letters(
     store: &dyn KvStore,
     table: &TableName,
     after: Option<&[u8]>,
     limit: usize,
 ) -> Result<DeadLetterPage, StoreError> {
-    let (events, more) = scan_dead_letters(store, table, after, limit, |_| true)?;
+    let (events, more) = scan_dead_letters(
+        store,
+        table,
+        after,
+        limit,
+        MAX_DEAD_LETTER_PAGE_BYTES,
+        |_| true,
+    )?;
     let next = more
         .then(|| events.last().map(|e| crate::hex::encode(e.id())))
         .flatten();
@@ -89,33 +101,38 @@ pub(crate) fn list_dead_letters(
 }
 
 /// Up to `limit` dead letters of `table` in `fragment` with ids after
-/// `after`, in id order, and whether more remain.
+/// `after`, at most `max_bytes` of them past the first, in id order, and
+/// whether more remain.
 pub(crate) fn fragment_dead_letters(
     store: &dyn KvStore,
     table: &TableName,
     fragment: FragmentId,
     after: Option<&[u8]>,
     limit: usize,
+    max_bytes: usize,
 ) -> Result<(Vec<PendingEvent>, bool), StoreError> {
-    scan_dead_letters(store, table, after, limit, |event| {
+    scan_dead_letters(store, table, after, limit, max_bytes, |event| {
         event.stored.fragment == fragment
     })
 }
 
 /// The first `limit` dead letters of `table` in id order with ids after
-/// `after` that `keep` accepts, and whether more such remain. The scan
-/// starts just past `after` (a seek, so a deep page costs what its
-/// entries do) on stores with range reads, and stops at the first one
-/// past the limit.
+/// `after` that `keep` accepts, and whether more such remain; fewer when
+/// the next would take their weight past `max_bytes` (never fewer than
+/// one). The scan starts just past `after` (a seek, so a deep page costs
+/// what its entries do) on stores with range reads, and stops at the
+/// first one past the limits.
 fn scan_dead_letters(
     store: &dyn KvStore,
     table: &TableName,
     after: Option<&[u8]>,
     limit: usize,
+    max_bytes: usize,
     keep: impl Fn(&PendingEvent) -> bool,
 ) -> Result<(Vec<PendingEvent>, bool), StoreError> {
     let prefix = dead_letter_prefix(table);
     let mut events = Vec::new();
+    let mut bytes = 0;
     let mut more = false;
     let mut visit = |key: &[u8], value: &[u8]| {
         let id = &key[prefix.len()..];
@@ -126,11 +143,13 @@ fn scan_dead_letters(
         if !keep(&event) {
             return Ok(());
         }
-        if events.len() == limit {
+        let weight = event.weight();
+        if events.len() == limit || (!events.is_empty() && bytes + weight > max_bytes) {
             more = true;
             // Stop the scan: nothing after this is needed.
             return Err(StoreError::Closed);
         }
+        bytes += weight;
         events.push(event);
         Ok(())
     };
@@ -161,10 +180,13 @@ fn scan_dead_letters(
 
 /// Most dead letters one redrive moves (one write batch).
 pub(crate) const MAX_REDRIVE: usize = 10_000;
+/// Most bytes (their [`PendingEvent::weight`]) of the dead letters one
+/// redrive moves, past the first; the rest wait for the next redrive.
+pub(crate) const MAX_REDRIVE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Move dead letters of `table` back into the outbox, as fresh events
 /// (attempt 0) under new sequence numbers: those in `ids`, or else the
-/// first [`MAX_REDRIVE`] by id. One atomic write, so a crash leaves each
+/// first [`MAX_REDRIVE`] by id, within [`MAX_REDRIVE_BYTES`]. One atomic write, so a crash leaves each
 /// event in exactly one place. Returns the events now in the outbox (to
 /// hand to the dispatcher) and whether more dead letters remain unmoved.
 pub(crate) fn redrive(
@@ -183,7 +205,10 @@ pub(crate) fn redrive(
 
 /// The dead letters of `table` a redrive moves: those of `fragment` (of
 /// every fragment when `None`) with the given `ids`, or else the first
-/// `limit` by id; and whether more remain.
+/// `limit` by id, at most [`MAX_REDRIVE_BYTES`] of them past the first;
+/// and whether more remain (of those ids, or at all). Redriving an id
+/// again once it moved does nothing, so a redrive by ids that says
+/// `more` is repeated as it was.
 pub(crate) fn dead_letters_to_redrive(
     store: &dyn KvStore,
     table: &TableName,
@@ -192,23 +217,30 @@ pub(crate) fn dead_letters_to_redrive(
     limit: usize,
 ) -> Result<(Vec<PendingEvent>, bool), StoreError> {
     let ours = |event: &PendingEvent| fragment.is_none_or(|f| event.stored.fragment == f);
-    let mut dead = Vec::new();
+    let mut dead: Vec<PendingEvent> = Vec::new();
     if let Some(ids) = ids {
+        let mut bytes = 0;
         for id in ids {
             let key = dead_letter_key(table, id);
+            let mut found = None;
             store.scan_family(Family::DeadLetters, &key, &mut |k, v| {
                 if k == key.as_slice() {
-                    let event = PendingEvent::decode(k, v)?;
-                    if ours(&event) {
-                        dead.push(event);
-                    }
+                    found = Some(PendingEvent::decode(k, v)?);
                 }
                 Ok(())
             })?;
+            let Some(event) = found.filter(|event| ours(event)) else {
+                continue;
+            };
+            if !dead.is_empty() && bytes + event.weight() > MAX_REDRIVE_BYTES {
+                return Ok((dead, true));
+            }
+            bytes += event.weight();
+            dead.push(event);
         }
         return Ok((dead, false));
     }
-    scan_dead_letters(store, table, None, limit, ours)
+    scan_dead_letters(store, table, None, limit, MAX_REDRIVE_BYTES, ours)
 }
 
 /// The writes that move `dead` back into the outbox as fresh events
@@ -320,8 +352,15 @@ mod tests {
             let mut paged = Vec::new();
             let mut after: Option<Vec<u8>> = None;
             loop {
-                let (page, more) =
-                    fragment_dead_letters(&store, &table, fragment, after.as_deref(), 4).unwrap();
+                let (page, more) = fragment_dead_letters(
+                    &store,
+                    &table,
+                    fragment,
+                    after.as_deref(),
+                    4,
+                    usize::MAX,
+                )
+                .unwrap();
                 assert!(page.len() <= 4);
                 assert!(page.iter().all(|e| e.stored.fragment == fragment));
                 paged.extend(page.iter().map(|e| e.id().to_vec()));
@@ -335,9 +374,16 @@ mod tests {
         // Past the last id: nothing, and nothing more.
         let last = [0xffu8; 32];
         assert_eq!(
-            fragment_dead_letters(&store, &table, 0, Some(&last), 4).unwrap(),
+            fragment_dead_letters(&store, &table, 0, Some(&last), 4, usize::MAX).unwrap(),
             (Vec::new(), false)
         );
+        // A byte bound below one event's weight: one event a page (never
+        // none), each page saying more remain until the last.
+        let (one, more) = fragment_dead_letters(&store, &table, 0, None, 4, 1).unwrap();
+        assert_eq!((one.len(), more), (1, true));
+        let (two, more) =
+            fragment_dead_letters(&store, &table, 0, None, 4, 2 * one[0].weight()).unwrap();
+        assert_eq!((two.len(), more), (2, true));
     }
 
     #[test]

@@ -18,7 +18,9 @@ use crate::cluster::{
     OutboxServer,
 };
 use crate::expiry::command::Command;
-use crate::expiry::entries::{self, DeadLetterPage, MAX_DEAD_LETTER_PAGE};
+use crate::expiry::entries::{
+    self, DeadLetterPage, MAX_DEAD_LETTER_PAGE, MAX_DEAD_LETTER_PAGE_BYTES,
+};
 use crate::expiry::outbox::Outbox;
 use crate::expiry::settle::Settler;
 use crate::expiry::{Binding, ExpiryError, binding};
@@ -190,9 +192,11 @@ pub(super) async fn on_every_fragment(
 /// The first `limit` dead letters of `table` after `after` across every
 /// fragment, in id order: each fragment's leader lists its own (after a
 /// read index, so the listing holds every dead letter committed before
-/// the request), all fragments at once, merged by id. Events belong to
-/// one fragment each, so no id comes twice. `next` is set when any
-/// fragment has more than the page took.
+/// the request; each within its share of the page's bytes), all
+/// fragments at once, merged by id. Events belong to one fragment each,
+/// so no id comes twice. A fragment that has more than it listed may hold
+/// ids between its last and the others', so the page ends at the least
+/// such last id, and `next` is set.
 pub(super) async fn list_dead_letters(
     cluster: &Cluster,
     fragments: u32,
@@ -211,13 +215,28 @@ pub(super) async fn list_dead_letters(
         })
     }))
     .await?;
-    let mut more = false;
+    Ok(merge_dead_letters(pages, limit))
+}
+
+/// One page of at most `limit` dead letters from each fragment's page
+/// (see [`list_dead_letters`]).
+fn merge_dead_letters(pages: Vec<OutboxDone>, limit: usize) -> DeadLetterPage {
+    let mut cutoff: Option<Vec<u8>> = None;
     let mut events = Vec::new();
     for page in pages {
-        more |= page.more;
+        if page.more
+            && let Some(last) = page.listed.last()
+            && cutoff.as_deref().is_none_or(|cut| last.id() < cut)
+        {
+            cutoff = Some(last.id().to_vec());
+        }
         events.extend(page.listed);
     }
     events.sort_by(|a, b| a.id().cmp(b.id()));
+    let mut more = cutoff.is_some();
+    if let Some(cut) = &cutoff {
+        events.retain(|event| event.id() <= cut.as_slice());
+    }
     if events.len() > limit {
         events.truncate(limit);
         more = true;
@@ -225,7 +244,7 @@ pub(super) async fn list_dead_letters(
     let next = more
         .then(|| events.last().map(|e| crate::hex::encode(e.id())))
         .flatten();
-    Ok(DeadLetterPage { events, next })
+    DeadLetterPage { events, next }
 }
 
 /// The node's expiry machinery as an [`OutboxServer`]: redrives and
@@ -294,6 +313,10 @@ impl OutboxServer for NodeOutboxes {
                             format!("a listing takes 1 to {MAX_DEAD_LETTER_PAGE} dead letters"),
                         ));
                     }
+                    // The asking member merges every fragment's answer
+                    // into one page: each takes its share of the page's
+                    // bytes.
+                    let max_bytes = MAX_DEAD_LETTER_PAGE_BYTES / node.inner.meta.fragments as usize;
                     let (listed, more) = node
                         .blocking_expiry(move |_, store| {
                             entries::fragment_dead_letters(
@@ -302,6 +325,7 @@ impl OutboxServer for NodeOutboxes {
                                 fragment,
                                 after.as_deref(),
                                 limit,
+                                max_bytes,
                             )
                             .map_err(ExpiryError::from)
                         })
@@ -396,5 +420,70 @@ impl OutboxServer for NodeOutboxes {
                 listed: Vec::new(),
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::record::{Record, Version};
+    use crate::store::PendingEvent;
+
+    fn dead(key: &str) -> PendingEvent {
+        let record = Record::live(
+            Version {
+                hlc_ms: 1,
+                counter: 0,
+                writer: Arc::from("w"),
+            },
+            Bytes::from_static(b"v"),
+            Some(2),
+        );
+        PendingEvent::new(0, 1, &TableName::new("t").unwrap(), key, &record, 3)
+    }
+
+    fn by_id(mut events: Vec<PendingEvent>) -> Vec<PendingEvent> {
+        events.sort_by(|a, b| a.id().cmp(b.id()));
+        events
+    }
+
+    fn page(listed: Vec<PendingEvent>, more: bool) -> OutboxDone {
+        OutboxDone {
+            count: listed.len(),
+            more,
+            listed,
+        }
+    }
+
+    #[test]
+    fn a_merged_page_ends_where_a_fragment_with_more_stopped() {
+        let a = by_id((0..6).map(|i| dead(&format!("a{i}"))).collect());
+        let b = by_id((0..6).map(|i| dead(&format!("b{i}"))).collect());
+        // Fragment A listed its first three and has more; B listed all.
+        let merged = merge_dead_letters(
+            vec![page(a[..3].to_vec(), true), page(b.clone(), false)],
+            100,
+        );
+        let cut = a[2].id().to_vec();
+        let expected: Vec<Vec<u8>> = by_id(a[..3].iter().chain(&b).cloned().collect())
+            .iter()
+            .map(|e| e.id().to_vec())
+            .filter(|id| *id <= cut)
+            .collect();
+        let got: Vec<Vec<u8>> = merged.events.iter().map(|e| e.id().to_vec()).collect();
+        assert_eq!(got, expected, "nothing past A's last listed id");
+        assert_eq!(merged.next, Some(crate::hex::encode(&cut)));
+
+        // Everything listed, nothing more: one page, no `next`.
+        let whole = merge_dead_letters(vec![page(a.clone(), false), page(b.clone(), false)], 100);
+        assert_eq!(whole.events.len(), 12);
+        assert_eq!(whole.next, None);
+        // Past the limit: the first `limit` by id, and `next`.
+        let all = by_id(a.iter().chain(&b).cloned().collect());
+        let limited = merge_dead_letters(vec![page(a, false), page(b, false)], 5);
+        assert_eq!(limited.events, all[..5].to_vec());
+        assert_eq!(limited.next, Some(crate::hex::encode(all[4].id())));
     }
 }

@@ -290,32 +290,39 @@ pub fn run(
             }
             .to_string();
             let path = format!("{}/redrive", dead_letters_path(kind, &table));
-            // Without ids, redrive in rounds of up to 10 000 until none
-            // remain, but no more rounds than the dead letters there were at
-            // the start need (events that fail again are not chased).
-            let rounds = if ids.is_empty() {
+            // Redrive in rounds (each moves up to 10 000 events, fewer when
+            // their values are large) while the server says more remain,
+            // but no further than the events there were to move at the
+            // start: the ids given, or the dead letters the status counted
+            // (events that fail again are not chased).
+            let to_move = if ids.is_empty() {
                 // No status (nothing bound): one round, which reports why.
-                let dead = client
+                client
                     .send("GET", &handler_path(kind, &table), None)
                     .and_then(|reply| reply.json())
                     .map_or(0, |status| {
                         status["status"]["dead_letters"].as_u64().unwrap_or(0)
-                    });
-                dead / 10_000 + 1
+                    })
             } else {
-                1
+                ids.len() as u64
             };
             let mut total = 0;
-            for round in 1..=rounds {
+            loop {
                 let json = client
                     .send("POST", &path, Some((body.as_bytes(), "application/json")))?
                     .json()?;
-                total += json["redriven"].as_u64().unwrap_or(0);
-                if !json["more"].as_bool().unwrap_or(false) || round == rounds {
-                    if human {
+                let moved = json["redriven"].as_u64().unwrap_or(0);
+                let more = json["more"].as_bool().unwrap_or(false);
+                total += moved;
+                if !more || moved == 0 || total >= to_move {
+                    if human && more {
+                        println!(
+                            "redriven: {total} events back in the outbox; more remain, run it again"
+                        );
+                    } else if human {
                         println!("redriven: {total} events back in the outbox");
                     } else {
-                        print_json(&json!({ "redriven": total }));
+                        print_json(&json!({ "redriven": total, "more": more }));
                     }
                     break;
                 }
