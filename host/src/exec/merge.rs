@@ -1,4 +1,5 @@
-//! The key-order strategy: a k-way merge of the partitions' pages. Each
+//! The key-order strategy: a k-way merge of the partitions' pages (after
+//! the inline merge of [`merge_inline`], when the query is light). Each
 //! partition's buffer is refilled when it runs dry (and only then, so a
 //! LIMIT stops the fetching), the smallest key goes next (the largest when
 //! descending: the partitions then scan in reverse), and a response that
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use super::cursor::Sealer;
 use super::error::{self, QueryError};
+use super::merge_inline::{self, Outcome, Progress};
 use super::physical::{PhysicalPlan, Strategy};
 use super::scan::{self, Scan};
 use super::schedule::{Schedule, out_row_bytes};
@@ -66,8 +68,20 @@ pub(crate) async fn run(
         scan,
         descending,
     };
-    let mut to_skip = plan.window.skip;
-    let mut returned = 0u64;
+    let mut progress = Progress {
+        to_skip: plan.window.skip,
+        returned: 0,
+    };
+    if sink.is_page() && schedule.merges_inline(&scans) {
+        match merge_inline::run(schedule, plan, &mut scans, sink, sealer, &mut progress).await? {
+            Outcome::Done(cursor) => return Ok(cursor),
+            Outcome::HandedOver => {}
+        }
+    }
+    let Progress {
+        mut to_skip,
+        mut returned,
+    } = progress;
     // Partitions with buffered rows, and those whose buffer ran dry while
     // they have more (every one, at the start).
     let mut heads: BinaryHeap<Head> = BinaryHeap::with_capacity(scans.len());

@@ -18,6 +18,8 @@
 //!   logical plan, the routing and the budgets; EXPLAIN prints it.
 //! - `merge`, `sort`, `aggregate`: the strategies (k-way merge in key order,
 //!   buffered ORDER BY, partial aggregates merged in round order).
+//! - `merge_inline`: the key-order merge of light queries straight over the
+//!   partitions' snapshots, before the paged merge.
 //! - `schedule`: pages on the query threads, budgets of time, records and
 //!   held bytes.
 //! - `join`: key lookup joins: the joined table's records read for each
@@ -35,6 +37,7 @@ mod cursor;
 mod error;
 mod join;
 mod merge;
+mod merge_inline;
 mod merge_order;
 mod page;
 mod physical;

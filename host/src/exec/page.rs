@@ -10,11 +10,13 @@ use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use ebb_query::{AggState, Column, EvalError, Meter, Plan, RowSource, Shape, Value, eval_batch};
+use ebb_query::{
+    AggState, Column, EvalError, Expr, KeyRange, Meter, Plan, RowSource, Shape, Value, eval_batch,
+};
 
 use super::prefetch::prefetch_lines as prefetch_lines_at;
 use crate::fragment::entry::{Entry, Header};
-use crate::fragment::partition::PartitionSnapshot;
+use crate::fragment::partition::{EntryRange, PartitionSnapshot};
 
 /// Records evaluated together (one function call per batch): small enough
 /// that a batch's value vectors stay in cache.
@@ -49,13 +51,18 @@ pub(crate) struct ScanRow<'a> {
 }
 
 impl<'a> ScanRow<'a> {
-    fn new(entry: &'a Entry, header: Header, fragment: u32) -> Self {
+    pub(crate) fn new(entry: &'a Entry, header: Header, fragment: u32) -> Self {
         Self {
             entry,
             header,
             key: OnceCell::new(),
             fragment,
         }
+    }
+
+    /// The record's key, borrowed from its entry.
+    pub(crate) fn key_str(&self) -> &'a str {
+        self.entry.key_of(&self.header)
     }
 }
 
@@ -202,19 +209,82 @@ fn before_start(resume: &str, start: &Bound<String>) -> bool {
     }
 }
 
-/// The entries of one key range in the scan's direction.
-enum Entries<I> {
-    Forward(I),
-    Backward(I),
+/// The entries a scan of a plan's key ranges visits, tombstones included:
+/// in key order after `resume` (the last key visited), or in descending
+/// key order before it when the plan orders by key descending. Each range
+/// is opened (one seek) when the walk reaches it.
+pub(crate) struct Walk<'a> {
+    snapshot: &'a PartitionSnapshot,
+    ranges: &'a [KeyRange],
+    /// Ranges opened so far, counted from the walk's first.
+    opened: usize,
+    descending: bool,
+    resume: Option<&'a str>,
+    entries: Option<EntryRange<'a>>,
 }
 
-impl<'a, I: DoubleEndedIterator<Item = &'a Entry>> Iterator for Entries<I> {
+impl<'a> Walk<'a> {
+    /// The walk of `plan`'s ranges over `snapshot`, after `resume`.
+    pub(crate) fn new(
+        plan: &'a Plan,
+        snapshot: &'a PartitionSnapshot,
+        resume: Option<&'a str>,
+    ) -> Self {
+        Walk {
+            snapshot,
+            ranges: &plan.ranges.0,
+            opened: 0,
+            descending: plan.key_order() == Some(true),
+            resume,
+            entries: None,
+        }
+    }
+
+    /// The entries of `range` the walk visits; `None` when the resume
+    /// point is past it.
+    fn open(&self, range: &'a KeyRange) -> Option<EntryRange<'a>> {
+        let resume = self.resume;
+        if self.descending {
+            if resume.is_some_and(|resume| before_start(resume, &range.start)) {
+                return None;
+            }
+            let bounds = (
+                borrowed(&range.start),
+                upper_bound_before(&range.end, resume),
+            );
+            Some(self.snapshot.range(bounds))
+        } else {
+            if resume.is_some_and(|resume| past_end(resume, &range.end)) {
+                return None;
+            }
+            let bounds = (lower_bound(&range.start, resume), borrowed(&range.end));
+            Some(self.snapshot.range(bounds))
+        }
+    }
+}
+
+impl<'a> Iterator for Walk<'a> {
     type Item = &'a Entry;
 
     fn next(&mut self) -> Option<&'a Entry> {
-        match self {
-            Entries::Forward(entries) => entries.next(),
-            Entries::Backward(entries) => entries.next_back(),
+        loop {
+            if let Some(entries) = &mut self.entries {
+                let next = if self.descending {
+                    entries.next_back()
+                } else {
+                    entries.next()
+                };
+                if next.is_some() {
+                    return next;
+                }
+            }
+            let range = if self.descending {
+                self.ranges.len().checked_sub(self.opened + 1)?
+            } else {
+                (self.opened < self.ranges.len()).then_some(self.opened)?
+            };
+            self.opened += 1;
+            self.entries = self.open(&self.ranges[range]);
         }
     }
 }
@@ -258,69 +328,42 @@ pub(crate) fn run_page(
     // Borrowed while scanning; copied once at the end.
     let mut last: Option<&Entry> = None;
     let mut exhausted = true;
-    let descending = plan.key_order() == Some(true);
-    let ranges: Box<dyn Iterator<Item = _>> = if descending {
-        Box::new(plan.ranges.0.iter().rev())
-    } else {
-        Box::new(plan.ranges.0.iter())
-    };
-    'ranges: for range in ranges {
-        let mut entries = if descending {
-            if resume_after.is_some_and(|resume| before_start(resume, &range.start)) {
-                continue;
-            }
-            let bounds = (
-                borrowed(&range.start),
-                upper_bound_before(&range.end, resume_after),
-            );
-            Entries::Backward(snapshot.range::<(Bound<&str>, Bound<&str>)>(bounds))
-        } else {
-            if resume_after.is_some_and(|resume| past_end(resume, &range.end)) {
-                continue;
-            }
-            let bounds = (
-                lower_bound(&range.start, resume_after),
-                borrowed(&range.end),
-            );
-            Entries::Forward(snapshot.range::<(Bound<&str>, Bound<&str>)>(bounds))
+    let mut entries = Walk::new(plan, snapshot, resume_after);
+    loop {
+        while window.len() < PREFETCH_AHEAD
+            && let Some(next) = entries.next()
+        {
+            prefetch_lines_at(next.address(), prefetch_lines);
+            window.push_back(next);
+        }
+        let Some(entry) = window.pop_front() else {
+            break;
         };
-        window.clear();
-        loop {
-            while window.len() < PREFETCH_AHEAD
-                && let Some(next) = entries.next()
-            {
-                prefetch_lines_at(next.address(), prefetch_lines);
-                window.push_back(next);
-            }
-            let Some(entry) = window.pop_front() else {
-                break;
-            };
-            // A page that built nothing never ends early (a budget under 4
-            // bytes makes the soft share 0), so every page makes progress.
-            if out.visited == budget.visit || (meter.used() > 0 && meter.used() >= soft_bytes) {
+        // A page that built nothing never ends early (a budget under 4
+        // bytes makes the soft share 0), so every page makes progress.
+        if out.visited == budget.visit || (meter.used() > 0 && meter.used() >= soft_bytes) {
+            exhausted = false;
+            break;
+        }
+        let header = entry.header();
+        let visible = header.is_visible_at(snapshot_ms);
+        if visible && reads_value {
+            value_bytes = value_bytes.saturating_add(header.value_len());
+            if value_bytes > budget.max_value_bytes {
                 exhausted = false;
-                break 'ranges;
+                break;
             }
-            let header = entry.header();
-            let visible = header.is_visible_at(snapshot_ms);
-            if visible && reads_value {
-                value_bytes = value_bytes.saturating_add(header.value_len());
-                if value_bytes > budget.max_value_bytes {
-                    exhausted = false;
-                    break 'ranges;
-                }
-            }
-            out.visited += 1;
-            last = Some(entry);
-            if !visible {
-                continue;
-            }
-            batch_bytes += header.value_len();
-            batch.push(ScanRow::new(entry, header, fragment));
-            if batch.len() == batch_size || batch_bytes >= BATCH_VALUE_BYTES {
-                evaluate(plan, &mut batch, &mut out, &mut meter)?;
-                batch_bytes = 0;
-            }
+        }
+        out.visited += 1;
+        last = Some(entry);
+        if !visible {
+            continue;
+        }
+        batch_bytes += header.value_len();
+        batch.push(ScanRow::new(entry, header, fragment));
+        if batch.len() == batch_size || batch_bytes >= BATCH_VALUE_BYTES {
+            evaluate(plan, &mut batch, &mut out, &mut meter)?;
+            batch_bytes = 0;
         }
     }
     evaluate(plan, &mut batch, &mut out, &mut meter)?;
@@ -331,7 +374,9 @@ pub(crate) fn run_page(
     Ok(out)
 }
 
-fn evaluate(
+/// Filter `batch`, then project or aggregate the rows it keeps into `out`;
+/// the batch is left empty, with its capacity.
+pub(crate) fn evaluate(
     plan: &Plan,
     batch: &mut Vec<ScanRow<'_>>,
     out: &mut PageOutput,
@@ -351,6 +396,18 @@ fn evaluate(
     result
 }
 
+/// The columns `exprs` read when each is a bare column (`key`, `value`,
+/// ...); `None` when one computes something.
+pub(crate) fn bare_columns<'e>(exprs: impl IntoIterator<Item = &'e Expr>) -> Option<Vec<Column>> {
+    exprs
+        .into_iter()
+        .map(|e| match e {
+            Expr::Column(column) => Some(*column),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Project or aggregate the rows that passed the filter.
 pub(crate) fn evaluate_kept<R: KeyedRow>(
     plan: &Plan,
@@ -363,10 +420,6 @@ pub(crate) fn evaluate_kept<R: KeyedRow>(
     }
     match &plan.shape {
         Shape::Rows { projection } => {
-            let mut columns: Vec<std::vec::IntoIter<Value>> = projection
-                .iter()
-                .map(|e| eval_batch(e, rows, meter).map(Vec::into_iter))
-                .collect::<Result<_, _>>()?;
             // Rows in key order are merged by key: their ORDER BY values
             // (the key first) are never read.
             let order_by = if plan.key_order().is_some() {
@@ -374,6 +427,26 @@ pub(crate) fn evaluate_kept<R: KeyedRow>(
             } else {
                 &plan.order_by[..]
             };
+            if let (Some(columns), Some(sorts)) = (
+                bare_columns(projection),
+                bare_columns(order_by.iter().map(|k| &k.expr)),
+            ) {
+                // Only columns (`SELECT key, value`): each row's values
+                // read straight from it, no column of values per batch.
+                out.rows.reserve(rows.len());
+                for row in rows {
+                    out.rows.push(OutRow {
+                        key: row.key().clone(),
+                        values: columns.iter().map(|c| row.column(*c)).collect(),
+                        sort: sorts.iter().map(|c| row.column(*c)).collect(),
+                    });
+                }
+                return Ok(());
+            }
+            let mut columns: Vec<std::vec::IntoIter<Value>> = projection
+                .iter()
+                .map(|e| eval_batch(e, rows, meter).map(Vec::into_iter))
+                .collect::<Result<_, _>>()?;
             let mut sorts: Vec<std::vec::IntoIter<Value>> = order_by
                 .iter()
                 .map(|k| eval_batch(&k.expr, rows, meter).map(Vec::into_iter))

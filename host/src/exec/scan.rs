@@ -88,16 +88,18 @@ pub(crate) async fn open(
         let answers = futures::future::try_join_all(opens).await?;
         opened.extend(elsewhere.into_iter().zip(answers));
     }
-    let mut scans = Vec::new();
+    // A name that cannot be a table has no records.
+    let table = TableName::new(&plan.logical.table).ok();
+    let mut scans = Vec::with_capacity(plan.fragments.len());
     for &fragment in &plan.fragments {
         let (snapshot, remote, revision, incarnation, visible) = match opened.remove(&fragment) {
             Some(o) => (None, o.remote, o.revision, o.incarnation, o.visible),
             None => {
-                let snapshot = snapshot(
-                    &fragments[fragment as usize],
-                    &plan.logical.table,
-                    snapshot_ms,
-                );
+                let snapshot = table.as_ref().and_then(|table| {
+                    fragments[fragment as usize]
+                        .state()
+                        .snapshot(table, snapshot_ms)
+                });
                 let (revision, incarnation, visible) = snapshot
                     .as_ref()
                     .map_or((0, 0, 0), |s| (s.revision, s.incarnation, s.visible));

@@ -17,6 +17,7 @@ use super::scan::Scan;
 use super::{QueryBudgets, QueryStats};
 use crate::fragment::Fragment;
 use crate::fragment::partition::PartitionSnapshot;
+use crate::fragment::pool::Permit;
 use crate::plugin::PluginRuntime;
 
 /// Pages of at most this many records run on the task that asks for them,
@@ -350,12 +351,46 @@ impl<'a> Schedule<'a> {
             .saturating_mul(2)
             .min(self.budgets.max_page_visit_budget)
             .max(self.budgets.page_visit_budget);
-        self.stats.pages += 1;
-        self.stats.scanned += page.visited as u64;
+        self.count_visits(1, page.visited)
+    }
+
+    /// Count `pages` more pages and `visited` more records visited, failing
+    /// past `max_scanned_records`.
+    pub(crate) fn count_visits(&mut self, pages: u64, visited: usize) -> Result<(), QueryError> {
+        self.stats.pages += pages;
+        self.stats.scanned += visited as u64;
         if self.stats.scanned > self.budgets.max_scanned_records {
             return Err(error::scanned_records(self.budgets.max_scanned_records));
         }
         Ok(())
+    }
+
+    /// Whether the key-order merge of `scans` may run inline, straight over
+    /// their snapshots ([`super::merge_inline`]): the plan is light (as for
+    /// inline pages), joins nothing, and every partition still to read is
+    /// held here.
+    pub(crate) fn merges_inline(&self, scans: &[Scan]) -> bool {
+        self.light
+            && self.join.is_none()
+            && scans
+                .iter()
+                .all(|s| s.done || (s.remote.is_none() && s.snapshot.is_some()))
+    }
+
+    /// What pages run: the query's plan (without a join).
+    pub(crate) fn page_plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The time records are read as of.
+    pub(crate) fn snapshot_ms(&self) -> u64 {
+        self.snapshot_ms
+    }
+
+    /// A slot in `fragment`'s background pool, as a page takes: shed with
+    /// `Overloaded` when the pool is full.
+    pub(crate) fn admit(&self, fragment: u32) -> Result<Permit, QueryError> {
+        Ok(self.fragments[fragment as usize].admit_background()?)
     }
 
     /// Fetch one page for each of `scans[indexes]` concurrently.

@@ -38,6 +38,18 @@ impl Sink {
         }
     }
 
+    /// Whether rows go to one response page (pushing one never waits).
+    pub(crate) fn is_page(&self) -> bool {
+        matches!(self, Sink::Page { .. })
+    }
+
+    /// Make room for `rows` more rows in a response page.
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        if let Sink::Page { rows: page, .. } = self {
+            page.reserve(rows);
+        }
+    }
+
     /// Whether one more row fits in this response (streams always take
     /// more). A page that is full ends early, with a cursor; a row that
     /// alone is over `max_bytes` fails the query with `max_result_bytes`.

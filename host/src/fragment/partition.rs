@@ -21,6 +21,10 @@ pub enum ApplyOutcome {
     Superseded,
 }
 
+/// The entries of a key range of a [`PartitionSnapshot`], in key order
+/// (reversed from the back).
+pub type EntryRange<'a> = imbl::ordset::RangedIter<'a, Entry, imbl::shared_ptr::DefaultSharedPtr>;
+
 /// A consistent, immutable view of a partition. Taking one is O(1): the
 /// ordered index is persistent and shares structure with the live partition.
 #[derive(Clone, Debug)]
@@ -37,7 +41,7 @@ pub struct PartitionSnapshot {
 impl PartitionSnapshot {
     /// Every entry (tombstones included) whose key is in `range`, in key
     /// order (reversed from the back).
-    pub fn range<R: RangeBounds<str>>(&self, range: R) -> impl DoubleEndedIterator<Item = &Entry> {
+    pub fn range<R: RangeBounds<str>>(&self, range: R) -> EntryRange<'_> {
         self.records.range::<R, str>(range)
     }
 
