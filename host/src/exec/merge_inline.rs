@@ -12,10 +12,11 @@ use ebb_query::{EvalError, Meter, RowSource, Shape, Value};
 
 use super::cursor::Sealer;
 use super::error::{self, QueryError};
+use super::inline::{INLINE_BUILD_BYTES, INLINE_VALUE_BYTES, INLINE_VISITS};
 use super::page::{BATCH, PageOutput, ScanRow, Walk, bare_columns, evaluate};
 use super::physical::{PhysicalPlan, Strategy};
 use super::scan::{self, Scan};
-use super::schedule::{INLINE_BUILD_BYTES, INLINE_VALUE_BYTES, INLINE_VISITS, Schedule};
+use super::schedule::Schedule;
 use super::sink::Sink;
 use crate::fragment::entry::Header;
 

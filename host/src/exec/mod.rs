@@ -29,12 +29,14 @@
 //!   their leaders, their pages) and the page protocol's codec.
 //! - `sink`: where result rows go (a response page or a stream).
 //! - `page`: one page of one partition (filter, project, partial states).
+//! - `inline`: which plans run inline and the bounds of that work.
 //! - `merge_order`, `cursor`, `context`, `error`, `prefetch`: leaves.
 
 mod aggregate;
 mod context;
 mod cursor;
 mod error;
+mod inline;
 mod join;
 mod merge;
 mod merge_inline;

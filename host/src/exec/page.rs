@@ -145,7 +145,7 @@ pub(crate) struct PageBudget {
     /// Bytes of record values it may read, when the plan reads their bytes:
     /// the page ends early (not done) before the record that would take
     /// it past this. Unlimited except for pages run inline (see
-    /// [`super::schedule::INLINE_VISITS`]).
+    /// [`super::inline::INLINE_VISITS`]).
     pub max_value_bytes: usize,
 }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use ebb_query::{Plan, Shape};
 
 use super::error::QueryError;
+use super::inline::{INLINE_VALUE_BYTES, INLINE_VISITS, calls_only_light_builtins};
 use super::{Consistency, QueryBudgets};
 
 /// How keys map to fragments.
@@ -308,6 +309,15 @@ impl PhysicalPlan {
                 self.max_page_visits.max(self.first_page_visits)
             ));
         }
+        if matches!(self.strategy, Strategy::KeyMerge { .. })
+            && self.logical.join.is_none()
+            && calls_only_light_builtins(&self.logical)
+        {
+            lines.push(format!(
+                "inline: a response page merges straight over the partitions' snapshots first, up to {INLINE_VISITS} records and {} KiB of values per partition, then by pages",
+                INLINE_VALUE_BYTES / 1024
+            ));
+        }
         if !self.plugins.is_empty() {
             let versions: Vec<String> = self
                 .plugins
@@ -590,6 +600,18 @@ mod tests {
                 .iter()
                 .any(|l| l.contains("descending key order (each scanned in reverse)")),
             "{reverse:?}"
+        );
+        assert!(
+            reverse
+                .iter()
+                .any(|l| l.starts_with("inline: a response page merges straight over")),
+            "{reverse:?}"
+        );
+        // printf may build far more than its arguments: never inline.
+        let printed = lines("EXPLAIN SELECT printf('%d', 1) FROM t ORDER BY key LIMIT 3");
+        assert!(
+            !printed.iter().any(|l| l.starts_with("inline:")),
+            "{printed:?}"
         );
         // A key lookup visits at most its one record.
         assert!(

@@ -1,7 +1,7 @@
 //! Scheduling a query's work: each partition page on a query thread (never
 //! on a tokio worker, so requests are answered while pages run), admitted
 //! by its fragment's background pool, except small pages that call only
-//! built-ins (see [`INLINE_VISITS`]); the work between pages (sorts,
+//! built-ins (see [`super::inline`]); the work between pages (sorts,
 //! merges, finishes, which may call plugins) on the query threads; and the
 //! budgets counted as the query goes: time, records visited, bytes held.
 
@@ -11,6 +11,9 @@ use std::time::Instant;
 use ebb_query::{EvalError, Plan, Shape, Value};
 
 use super::error::{self, QueryError};
+use super::inline::{
+    INLINE_BUILD_BYTES, INLINE_GROUPS, INLINE_VALUE_BYTES, INLINE_VISITS, calls_only_light_builtins,
+};
 use super::join::JoinStage;
 use super::page::{OutRow, PageBudget, PageOutput, run_page};
 use super::scan::Scan;
@@ -19,35 +22,6 @@ use crate::fragment::Fragment;
 use crate::fragment::partition::PartitionSnapshot;
 use crate::fragment::pool::Permit;
 use crate::plugin::PluginRuntime;
-
-/// Pages of at most this many records run on the task that asks for them,
-/// still admitted by the fragment's pool, when the plan is a row query that
-/// calls only built-in functions (no plugin, no embedder's native, none
-/// whose result may outgrow its arguments, such as `printf`) and has at
-/// most [`INLINE_LITERAL_BYTES`] of constants; such a page reads at most
-/// [`INLINE_VALUE_BYTES`] of values and builds at most
-/// [`INLINE_BUILD_BYTES`]. Records live in memory (no I/O), so such a page
-/// costs microseconds: less than handing it to a query thread and back,
-/// which wakes two sleeping threads (measured at 50-60 us on this project's
-/// machine) and dominated small key-ordered queries. A page that would
-/// pass one of those bounds before visiting anything, or build past
-/// [`INLINE_BUILD_BYTES`], runs on a query thread instead.
-pub(crate) const INLINE_VISITS: usize = 64;
-
-/// Bytes of values a page run inline may read: with
-/// [`INLINE_LITERAL_BYTES`], what bounds its worst case (a LIKE pattern
-/// matched against every byte read) to a few milliseconds.
-pub(crate) const INLINE_VALUE_BYTES: usize = 16 * 1024;
-
-/// Bytes of text and blob constants a plan whose pages run inline may have.
-pub(crate) const INLINE_LITERAL_BYTES: usize = 256;
-
-/// Bytes of values a page run inline may build.
-pub(crate) const INLINE_BUILD_BYTES: usize = 1024 * 1024;
-
-/// Groups an aggregate merges or finishes inline (on the task running the
-/// query, not a query thread) when its plan calls only built-ins.
-pub(crate) const INLINE_GROUPS: usize = 64;
 
 /// A running query's pages and budgets.
 pub(crate) struct Schedule<'a> {
@@ -144,9 +118,7 @@ impl<'a> Schedule<'a> {
         } else {
             plan
         };
-        let builtins = plan.calls_only_builtins()
-            && !plan.calls_outgrowing()
-            && plan.literal_bytes() <= INLINE_LITERAL_BYTES;
+        let builtins = calls_only_light_builtins(&plan);
         let light = builtins && matches!(plan.shape, Shape::Rows { .. });
         Self {
             fragments,
