@@ -314,7 +314,7 @@ impl PhysicalPlan {
             && calls_only_light_builtins(&self.logical)
         {
             lines.push(format!(
-                "inline: a response page merges straight over the partitions' snapshots first, up to {INLINE_VISITS} records and {} KiB of values per partition, then by pages",
+                "inline: a response page merges straight over the partitions' snapshots first when this member holds them all, up to {INLINE_VISITS} records and {} KiB of values per partition, then by pages",
                 INLINE_VALUE_BYTES / 1024
             ));
         }
