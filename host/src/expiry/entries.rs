@@ -294,32 +294,31 @@ pub(crate) fn delete_from_outbox(
     store.write_entries(&writes, true)
 }
 
+/// A dead letter of `table`'s `key` (failed three times with "boom"), for
+/// tests.
+#[cfg(test)]
+pub(crate) fn test_dead_letter(table: &TableName, key: &str) -> PendingEvent {
+    use crate::record::{Record, Version};
+    let record = Record::live(
+        Version {
+            hlc_ms: 7,
+            counter: 0,
+            writer: std::sync::Arc::from("w"),
+        },
+        bytes::Bytes::from_static(b"v"),
+        Some(10),
+    );
+    let mut event = PendingEvent::new(1, 5, table, key, &record, 11);
+    event.set_attempt(3);
+    event.stored.last_error = "boom".into();
+    event.key = dead_letter_key(table, event.id());
+    event
+}
+
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use bytes::Bytes;
-
     use super::*;
-    use crate::record::{Record, Version};
     use crate::store::MemoryStore;
-
-    fn dead(table: &TableName, key: &str) -> PendingEvent {
-        let record = Record::live(
-            Version {
-                hlc_ms: 7,
-                counter: 0,
-                writer: Arc::from("w"),
-            },
-            Bytes::from_static(b"v"),
-            Some(10),
-        );
-        let mut event = PendingEvent::new(1, 5, table, key, &record, 11);
-        event.set_attempt(3);
-        event.stored.last_error = "boom".into();
-        event.key = dead_letter_key(table, event.id());
-        event
-    }
 
     #[test]
     fn a_fragment_s_dead_letters_page_by_id_from_just_past_the_last() {
@@ -331,12 +330,15 @@ mod tests {
         let other = TableName::new("u").unwrap();
         let mut events: Vec<PendingEvent> = (0..12)
             .map(|i| {
-                let mut event = dead(&table, &format!("k{i}"));
+                let mut event = test_dead_letter(&table, &format!("k{i}"));
                 event.stored.fragment = i % 2;
                 event
             })
             .collect();
-        events.extend([dead(&longer, "x"), dead(&other, "y")]);
+        events.extend([
+            test_dead_letter(&longer, "x"),
+            test_dead_letter(&other, "y"),
+        ]);
         let puts: Vec<FamilyWrite> = events
             .iter()
             .map(|e| FamilyWrite::Put(Family::DeadLetters, e.key.clone(), e.encode()))
@@ -391,9 +393,10 @@ mod tests {
         let store = MemoryStore::new();
         let table = TableName::new("t").unwrap();
         let other = TableName::new("u").unwrap();
-        let mut events: Vec<PendingEvent> =
-            (0..5).map(|i| dead(&table, &format!("k{i}"))).collect();
-        events.push(dead(&other, "x"));
+        let mut events: Vec<PendingEvent> = (0..5)
+            .map(|i| test_dead_letter(&table, &format!("k{i}")))
+            .collect();
+        events.push(test_dead_letter(&other, "x"));
         let puts: Vec<FamilyWrite> = events
             .iter()
             .map(|e| FamilyWrite::Put(Family::DeadLetters, e.key.clone(), e.encode()))
@@ -432,7 +435,7 @@ mod tests {
         let table = TableName::new("t").unwrap();
         let events: Vec<PendingEvent> = (0..6)
             .map(|i| {
-                let mut event = dead(&table, &format!("k{i}"));
+                let mut event = test_dead_letter(&table, &format!("k{i}"));
                 event.stored.fragment = i % 2;
                 event
             })
@@ -476,7 +479,7 @@ mod tests {
         let table = TableName::new("t").unwrap();
         let puts: Vec<FamilyWrite> = (0..MAX_REDRIVE + 5)
             .map(|i| {
-                let e = dead(&table, &format!("k{i}"));
+                let e = test_dead_letter(&table, &format!("k{i}"));
                 FamilyWrite::Put(Family::DeadLetters, e.key.clone(), e.encode())
             })
             .collect();

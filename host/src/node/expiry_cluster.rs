@@ -425,23 +425,12 @@ impl OutboxServer for NodeOutboxes {
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-
     use super::*;
-    use crate::record::{Record, Version};
+    use crate::expiry::entries::test_dead_letter;
     use crate::store::PendingEvent;
 
     fn dead(key: &str) -> PendingEvent {
-        let record = Record::live(
-            Version {
-                hlc_ms: 1,
-                counter: 0,
-                writer: Arc::from("w"),
-            },
-            Bytes::from_static(b"v"),
-            Some(2),
-        );
-        PendingEvent::new(0, 1, &TableName::new("t").unwrap(), key, &record, 3)
+        test_dead_letter(&TableName::new("t").unwrap(), key)
     }
 
     fn by_id(mut events: Vec<PendingEvent>) -> Vec<PendingEvent> {
