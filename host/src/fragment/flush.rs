@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::Duration;
 
 use super::error::BacklogFull;
 use crate::metrics::Histogram;
@@ -13,8 +13,8 @@ use crate::names::TableName;
 use crate::raft::Position;
 use crate::record::Record;
 use crate::store::{
-    Committer, FamilyWrite, FragmentId, PendingEvent, RecordLocation, StoreBatch, StoreError,
-    StoredRecord,
+    CommitSource, Committer, FamilyWrite, FragmentId, PendingEvent, RecordLocation, StoreBatch,
+    StoreError, StoredRecord, Taken,
 };
 
 type BufferKey = (TableName, Arc<str>);
@@ -145,18 +145,17 @@ pub struct FlushStats {
     pub last_flush_micros: u64,
 }
 
-/// What writers waiting for durability asked of the flushing task.
+/// What writers waiting for durability asked of the committer.
 #[derive(Default)]
-struct FlushRequests {
-    /// The task runs (it stops when a round ends with nothing asked).
-    running: bool,
-    /// A writer waits for a round that starts after it asked.
-    wanted: bool,
-    /// One of them needs the round fsynced.
-    wanted_sync: bool,
+struct FlushRequest {
+    /// A request is queued with the committer and its batch not yet
+    /// taken: later writers need not ask again.
+    queued: bool,
+    /// One of the writers needs the write fsynced.
+    sync: bool,
 }
 
-/// The last round of the flushing task.
+/// The last flush of this buffer by the committer.
 #[derive(Debug, Clone, Default)]
 struct FlushRound {
     /// Its failure: the sequence number through which its batch held
@@ -167,10 +166,11 @@ struct FlushRound {
 /// The write path from a fragment's partitions to the store.
 ///
 /// Winning mutations are enqueued in apply order under the partition lock,
-/// each getting a sequence number. A flush takes everything pending as one
-/// batch (one flush at a time per fragment) and hands it to the node's
-/// group-commit thread. A writer that asked for `wal` or `sync` waits until a
-/// flush covering its sequence number succeeded.
+/// each getting a sequence number. A flush is a request to the node's
+/// group-commit thread, which takes everything pending as one batch when it
+/// starts its next store write (so one flush at a time per fragment, in
+/// order). A writer that asked for `wal` or `sync` waits until a flush
+/// covering its sequence number succeeded.
 ///
 /// Failure: a failed flush puts its batch back (older than anything enqueued
 /// since), counts the failure, and the next flush retries it. Nothing
@@ -181,11 +181,10 @@ pub(crate) struct Persistence {
     committer: Arc<Committer>,
     outbox: Arc<dyn ExpiryOutbox>,
     buffer: parking_lot::Mutex<Buffer>,
-    /// One flush at a time: keeps batches in order.
-    ordering: tokio::sync::Mutex<()>,
-    /// Flushes writers wait for, run one after another by one task.
-    requests: parking_lot::Mutex<FlushRequests>,
-    /// The rounds of that task: bumped after each, with its failure.
+    /// The flush asked of the committer and not yet taken.
+    request: parking_lot::Mutex<FlushRequest>,
+    /// The committer's flushes of this buffer: bumped after each, with
+    /// its failure.
     rounds: tokio::sync::watch::Sender<FlushRound>,
     durable_seq: AtomicU64,
     synced_seq: AtomicU64,
@@ -214,8 +213,7 @@ impl Persistence {
             committer,
             outbox,
             buffer: parking_lot::Mutex::new(Buffer::default()),
-            ordering: tokio::sync::Mutex::new(()),
-            requests: parking_lot::Mutex::new(FlushRequests::default()),
+            request: parking_lot::Mutex::new(FlushRequest::default()),
             rounds: tokio::sync::watch::Sender::new(FlushRound::default()),
             durable_seq: AtomicU64::new(0),
             synced_seq: AtomicU64::new(0),
@@ -296,22 +294,12 @@ impl Persistence {
     /// Record the group's applied position, to be written with the next
     /// batch: every change it covers was enqueued before, so it reaches the
     /// store in the same write or an earlier one. A newer position replaces
-    /// an unwritten older one.
+    /// an unwritten older one. It takes a sequence number like a record,
+    /// so [`Self::flush`] waits for it too.
     pub fn set_position(&self, position: Position) {
-        self.buffer.lock().position = Some(position);
-    }
-
-    /// Write everything enqueued so far and the last position recorded,
-    /// even when no record waits (a position alone, after entries that
-    /// changed no record).
-    pub async fn flush_all(self: &Arc<Self>) -> Result<(), StoreError> {
-        let this = self.clone();
-        tokio::spawn(async move {
-            let seq = this.buffer.lock().enqueued_seq;
-            this.flush_covering(seq, false, true).await
-        })
-        .await
-        .map_err(|e| StoreError::Engine(format!("flush task failed: {e}")))?
+        let mut buffer = self.buffer.lock();
+        buffer.position = Some(position);
+        buffer.enqueued_seq += 1;
     }
 
     /// The node's expiry outbox.
@@ -340,17 +328,17 @@ impl Persistence {
 
     /// Wait until every record enqueued up to `seq` is in the store's log
     /// (and fsynced with `sync`), or until a flush of it failed. Writers
-    /// that wait together share flushes: one task per fragment runs them
-    /// one after another, each taking everything enqueued when it starts,
-    /// so a caller that gives up cannot leave a batch half-handled and a
-    /// burst of writers costs a flush, not a task and a lock turn each.
+    /// that wait together share flushes: the first asks the committer, which
+    /// takes everything enqueued when its next write starts, and one
+    /// wake-up answers them all. A caller that gives up leaves nothing half
+    /// done: the committer owns the flush.
     pub async fn flush_through(self: &Arc<Self>, seq: u64, sync: bool) -> Result<(), StoreError> {
         let mut rounds = self.rounds.subscribe();
         loop {
             if self.is_covered(seq, sync) {
                 return Ok(());
             }
-            self.request_flush(sync);
+            self.request_flush(sync)?;
             // The sender lives in `self`, which this holds: never closed.
             let _ = rounds.changed().await;
             let failed = rounds.borrow_and_update().failed.clone();
@@ -363,67 +351,31 @@ impl Persistence {
         }
     }
 
-    /// Ask the flushing task for a round that starts from now, starting
-    /// the task unless it runs.
-    fn request_flush(self: &Arc<Self>, sync: bool) {
-        let mut requests = self.requests.lock();
-        requests.wanted = true;
-        requests.wanted_sync |= sync;
-        if requests.running {
-            return;
+    /// Ask the committer for a flush that takes its batch from now on,
+    /// unless one is queued and not yet taken. Fails once the committer is
+    /// closed (the node is stopping).
+    fn request_flush(self: &Arc<Self>, sync: bool) -> Result<(), StoreError> {
+        let mut request = self.request.lock();
+        request.sync |= sync;
+        if request.queued {
+            return Ok(());
         }
-        requests.running = true;
-        drop(requests);
-        let this = self.clone();
-        tokio::spawn(async move { this.run_flushes().await });
+        self.committer.request(self.clone())?;
+        request.queued = true;
+        Ok(())
     }
 
-    /// The flushing task: a round per request batch until none is left.
-    async fn run_flushes(self: Arc<Self>) {
-        /// Should a round panic, the task ends as if idle and its waiters
-        /// see a failure instead of waiting forever.
-        struct Stopped<'a>(&'a Persistence);
-        impl Drop for Stopped<'_> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.0.requests.lock().running = false;
-                    let error = StoreError::Engine("the flush task panicked".into());
-                    self.0
-                        .rounds
-                        .send_modify(|round| round.failed = Some((u64::MAX, error)));
-                }
-            }
-        }
-        let _stopped = Stopped(&self);
-        loop {
-            let sync = {
-                let mut requests = self.requests.lock();
-                if !requests.wanted {
-                    requests.running = false;
-                    return;
-                }
-                requests.wanted = false;
-                std::mem::take(&mut requests.wanted_sync)
-            };
-            let through = self.buffer.lock().enqueued_seq;
-            let outcome = self.flush_covering(through, sync, false).await;
-            self.rounds
-                .send_modify(|round| round.failed = outcome.err().map(|error| (through, error)));
-        }
-    }
-
-    /// Flush everything enqueued so far.
+    /// Flush everything enqueued so far, and the last position recorded.
     pub async fn flush(self: &Arc<Self>) -> Result<(), StoreError> {
         let seq = self.buffer.lock().enqueued_seq;
         self.flush_through(seq, false).await
     }
 
-    /// Start a flush in the background (after a large burst of `memory` writes).
+    /// Start a flush in the background (after a large burst of `memory`
+    /// writes); nothing waits for it, and a failure is counted and retried
+    /// by the next flush.
     pub fn flush_in_background(self: &Arc<Self>) {
-        let this = self.clone();
-        tokio::spawn(async move {
-            let _ = this.flush().await;
-        });
+        let _ = self.request_flush(false);
     }
 
     fn is_covered(&self, seq: u64, sync: bool) -> bool {
@@ -433,82 +385,6 @@ impl Persistence {
             &self.durable_seq
         };
         done.load(Ordering::Acquire) >= seq
-    }
-
-    /// Write what is enqueued, unless a flush already covered `seq` (and,
-    /// with `position`, no position waits either).
-    async fn flush_covering(&self, seq: u64, sync: bool, position: bool) -> Result<(), StoreError> {
-        let _ordering = self.ordering.lock().await;
-        // A flush that ran while we waited for the lock may have covered us.
-        if self.is_covered(seq, sync) && !(position && self.buffer.lock().position.is_some()) {
-            return Ok(());
-        }
-        let (batch, batch_seq) = {
-            let mut buffer = self.buffer.lock();
-            buffer.restore_in_flight();
-            let pending = std::mem::take(&mut buffer.pending);
-            buffer.in_flight_bytes = std::mem::take(&mut buffer.pending_bytes);
-            let events = std::mem::take(&mut buffer.events);
-            let position = buffer.position.take();
-            let settled = std::mem::take(&mut buffer.settled);
-            let mut batch = StoreBatch {
-                outbox: events.iter().map(|e| (e.key.clone(), e.encode())).collect(),
-                position: position.as_ref().map(|p| (p.key.clone(), p.value.clone())),
-                settled: settled.clone(),
-                ..StoreBatch::default()
-            };
-            for ((table, key), change) in &pending {
-                match change {
-                    Some(record) => batch.records.push(StoredRecord {
-                        fragment: self.fragment,
-                        table: table.clone(),
-                        key: key.clone(),
-                        record: record.clone(),
-                    }),
-                    None => batch.removed.push(RecordLocation {
-                        fragment: self.fragment,
-                        table: table.clone(),
-                        key: key.clone(),
-                    }),
-                }
-            }
-            buffer.in_flight = Some(pending);
-            buffer.in_flight_events = events;
-            buffer.in_flight_position = position;
-            buffer.in_flight_settled = settled;
-            (batch, buffer.enqueued_seq)
-        };
-        let started = Instant::now();
-        let outcome = self.committer.commit(batch, sync).await;
-        let mut buffer = self.buffer.lock();
-        match outcome {
-            Ok(()) => {
-                buffer.in_flight = None;
-                buffer.in_flight_position = None;
-                buffer.in_flight_settled.clear();
-                self.outbox
-                    .deliver(std::mem::take(&mut buffer.in_flight_events));
-                buffer.in_flight_bytes = 0;
-                buffer.last_error = None;
-                self.durable_seq.fetch_max(batch_seq, Ordering::AcqRel);
-                if sync {
-                    self.synced_seq.fetch_max(batch_seq, Ordering::AcqRel);
-                }
-                self.flushes.fetch_add(1, Ordering::Relaxed);
-                let elapsed = started.elapsed();
-                self.flush_latency.observe(elapsed);
-                self.last_flush_micros
-                    .store(elapsed.as_micros() as u64, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(error) => {
-                buffer.restore_in_flight();
-                buffer.last_error = Some(error.to_string());
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(fragment = self.fragment, %error, backlog = buffer.pending.len(), "flush failed; batch retained for retry");
-                Err(error)
-            }
-        }
     }
 
     /// Whether anything waits to be flushed.
@@ -538,6 +414,116 @@ impl Persistence {
             last_error: buffer.last_error.clone(),
             last_flush_micros: self.last_flush_micros.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl CommitSource for Persistence {
+    /// Everything pending (records, removals, expiry events, the position,
+    /// settled writes) as one batch, held in flight until [`Self::finish`].
+    fn take(&self) -> Taken {
+        let sync = {
+            let mut request = self.request.lock();
+            request.queued = false;
+            std::mem::take(&mut request.sync)
+        };
+        let mut buffer = self.buffer.lock();
+        // Only after a panic between take and finish is a batch still in
+        // flight: it is older than what is pending and goes first.
+        buffer.restore_in_flight();
+        if buffer.pending.is_empty()
+            && buffer.events.is_empty()
+            && buffer.position.is_none()
+            && buffer.settled.is_empty()
+        {
+            // Everything enqueued is durable already (the committer is the
+            // only flusher and finished every earlier batch): a writer
+            // that asked after the last batch was taken. Only a missing
+            // fsync is left to do.
+            let through = buffer.enqueued_seq;
+            return Taken {
+                batch: StoreBatch::default(),
+                through,
+                sync: sync && self.synced_seq.load(Ordering::Acquire) < through,
+            };
+        }
+        let pending = std::mem::take(&mut buffer.pending);
+        buffer.in_flight_bytes = std::mem::take(&mut buffer.pending_bytes);
+        let events = std::mem::take(&mut buffer.events);
+        let position = buffer.position.take();
+        let settled = std::mem::take(&mut buffer.settled);
+        let mut batch = StoreBatch {
+            outbox: events.iter().map(|e| (e.key.clone(), e.encode())).collect(),
+            position: position.as_ref().map(|p| (p.key.clone(), p.value.clone())),
+            settled: settled.clone(),
+            ..StoreBatch::default()
+        };
+        for ((table, key), change) in &pending {
+            match change {
+                Some(record) => batch.records.push(StoredRecord {
+                    fragment: self.fragment,
+                    table: table.clone(),
+                    key: key.clone(),
+                    record: record.clone(),
+                }),
+                None => batch.removed.push(RecordLocation {
+                    fragment: self.fragment,
+                    table: table.clone(),
+                    key: key.clone(),
+                }),
+            }
+        }
+        buffer.in_flight = Some(pending);
+        buffer.in_flight_events = events;
+        buffer.in_flight_position = position;
+        buffer.in_flight_settled = settled;
+        Taken {
+            batch,
+            through: buffer.enqueued_seq,
+            sync,
+        }
+    }
+
+    /// On success: the batch is durable through `through` (and synced with
+    /// `synced`), its expiry events go to delivery. On failure the batch
+    /// goes back into the buffer for the next flush. Either way the waiters
+    /// wake.
+    fn finish(
+        &self,
+        through: u64,
+        outcome: &Result<(), StoreError>,
+        synced: bool,
+        elapsed: Duration,
+    ) {
+        let mut buffer = self.buffer.lock();
+        match outcome {
+            Ok(()) => {
+                if buffer.in_flight.take().is_some() {
+                    self.flushes.fetch_add(1, Ordering::Relaxed);
+                    self.flush_latency.observe(elapsed);
+                    self.last_flush_micros
+                        .store(elapsed.as_micros() as u64, Ordering::Relaxed);
+                }
+                buffer.in_flight_position = None;
+                buffer.in_flight_settled.clear();
+                self.outbox
+                    .deliver(std::mem::take(&mut buffer.in_flight_events));
+                buffer.in_flight_bytes = 0;
+                buffer.last_error = None;
+                self.durable_seq.fetch_max(through, Ordering::AcqRel);
+                if synced {
+                    self.synced_seq.fetch_max(through, Ordering::AcqRel);
+                }
+            }
+            Err(error) => {
+                buffer.restore_in_flight();
+                buffer.last_error = Some(error.to_string());
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(fragment = self.fragment, %error, backlog = buffer.pending.len(), "flush failed; batch retained for retry");
+            }
+        }
+        drop(buffer);
+        let failed = outcome.as_ref().err().map(|error| (through, error.clone()));
+        self.rounds.send_modify(|round| round.failed = failed);
     }
 }
 
@@ -686,6 +672,28 @@ mod tests {
             2,
             "the 199 waiting writers share one flush"
         );
+    }
+
+    #[tokio::test]
+    async fn a_flush_with_nothing_left_writes_only_a_missing_fsync() {
+        let (store, persistence) = setup(1 << 20);
+        let table = TableName::new("t").unwrap();
+        // A writer that asks after its record's batch was taken finds
+        // nothing to write: no store write.
+        let mut rounds = persistence.rounds.subscribe();
+        persistence.request_flush(false).unwrap();
+        rounds.changed().await.unwrap();
+        assert_eq!((store.write_calls(), persistence.stats().flushes), (0, 0));
+
+        let (seq, _) = persistence.enqueue(&table, &Arc::from("k"), &record(1, "v"));
+        persistence.flush_through(seq, false).await.unwrap();
+        assert_eq!((store.write_calls(), store.fsyncs()), (1, 0));
+        // Durable but not synced: a `sync` waiter gets an fsync, of nothing.
+        persistence.flush_through(seq, true).await.unwrap();
+        assert_eq!((store.write_calls(), store.fsyncs()), (2, 1));
+        persistence.flush_through(seq, true).await.unwrap();
+        assert_eq!(store.write_calls(), 2, "synced already");
+        assert_eq!(persistence.stats().flushes, 1, "one batch held records");
     }
 
     #[tokio::test]

@@ -262,7 +262,7 @@ impl GroupMachine for FragmentState {
 
     fn persist(&self) -> BoxFuture<'static, Result<(), String>> {
         let persistence = self.persistence().clone();
-        Box::pin(async move { persistence.flush_all().await.map_err(|e| e.to_string()) })
+        Box::pin(async move { persistence.flush().await.map_err(|e| e.to_string()) })
     }
 }
 

@@ -204,7 +204,7 @@ mod tests {
         let decoded = Command::decode(&settle.encode()).unwrap();
         assert_eq!(decoded, settle, "the command round-trips");
         state.apply(&settle.encode()).unwrap();
-        state.persistence().flush_all().await.unwrap();
+        state.persistence().flush().await.unwrap();
         assert_eq!(outbox_keys(&store), [outbox_key(0, 2)]);
     }
 
@@ -271,7 +271,7 @@ mod tests {
         source_store
             .write_entries(&[dead_letter(0, "kept-dead")], false)
             .unwrap();
-        source.persistence().flush_all().await.unwrap();
+        source.persistence().flush().await.unwrap();
         let (target, target_store) =
             FragmentState::for_tests(0, Arc::new(BindsAll::default()), "n");
         let target_shared: Arc<dyn KvStore> = target_store.clone();
@@ -300,7 +300,7 @@ mod tests {
             )
             .unwrap();
         target.restore(&encoded(&source).unwrap()).unwrap();
-        target.persistence().flush_all().await.unwrap();
+        target.persistence().flush().await.unwrap();
         assert_eq!(outbox_keys(&target_store), outbox_keys(&source_store));
         assert_eq!(outbox_keys(&target_store).len(), 3);
         let (dead_here, dead_other) = match (

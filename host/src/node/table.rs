@@ -306,7 +306,7 @@ impl Table {
             self.node.inner.memory.admit_put(key.len(), value.len())?;
         }
         Ok(Mutation::Put {
-            value,
+            value: owned_value(value),
             expires_at_ms,
         })
     }
@@ -401,6 +401,19 @@ impl Table {
         };
         result.map_err(|source| Error::NotDurable { fragment, source })
     }
+}
+
+/// `value` copied into an allocation of exactly its size. A value can
+/// arrive as a slice of a larger buffer (an HTTP request body is a slice of
+/// the connection's read buffer, kilobytes for a value of a hundred
+/// bytes): kept as is, it would pin that whole buffer while the write waits
+/// in the fragment's write buffer, memory the backlog limit does not count,
+/// and the connection would allocate a new read buffer for its next
+/// request. `Bytes` cannot tell how large the allocation behind a slice
+/// is, so every value is copied; the copy costs less than the allocation
+/// it saves.
+fn owned_value(value: Bytes) -> Bytes {
+    Bytes::copy_from_slice(&value)
 }
 
 /// A write's outcome as the API reports it.

@@ -1,41 +1,77 @@
-//! Group commit: one writer thread that merges concurrent commit requests
-//! into single store writes.
+//! Group commit: one writer thread that takes the batches of every write
+//! buffer that asked to be written and merges them into single store writes.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
-
-use tokio::sync::oneshot;
+use std::time::{Duration, Instant};
 
 use super::{KvStore, StoreBatch, StoreError};
 
-/// Most requests merged into one store write.
-const MAX_GROUP_REQUESTS: usize = 256;
-/// Most records merged into one store write (a group stops growing past it).
-const MAX_GROUP_RECORDS: usize = 64 * 1024;
+/// Most sources merged into one store write.
+const MAX_GROUP_SOURCES: usize = 256;
 
-struct CommitRequest {
-    batch: StoreBatch,
-    sync: bool,
-    reply: oneshot::Sender<Result<(), StoreError>>,
+/// A batch a [`CommitSource`] hands to the writer thread.
+#[derive(Debug, Default)]
+pub(crate) struct Taken {
+    /// Everything the source held when asked.
+    pub(crate) batch: StoreBatch,
+    /// The source's sequence number through which the batch holds
+    /// everything; reported back with the outcome.
+    pub(crate) through: u64,
+    /// Whether a waiter asked for the write to be fsynced.
+    pub(crate) sync: bool,
 }
 
-/// The node's writer thread. Every durable write goes through it: requests
-/// that arrive while a write is in progress are merged into the next one, so
-/// many concurrent `wal` writers share one RocksDB write and one `sync`
-/// writer's fsync covers everyone in its group.
+/// A write buffer the writer thread writes for (a fragment's). The thread
+/// is the only caller of both methods and calls them one group at a time,
+/// so a source's batches reach the store in the order they were taken.
+pub(crate) trait CommitSource: Send + Sync {
+    /// Take everything waiting to be written, as one batch (perhaps empty:
+    /// a waiter may only want an fsync, or nothing is left to write; a
+    /// group of empty batches without `sync` writes nothing, and each
+    /// source is still finished). The source keeps it until
+    /// [`Self::finish`], to put it back if the write fails.
+    fn take(&self) -> Taken;
+
+    /// The outcome of the store write that carried the batch taken through
+    /// `through`; `synced` when that write was fsynced, `elapsed` its
+    /// duration. With [`NOT_TAKEN`] as `through`, taking the batch failed
+    /// and the source should fail every waiter.
+    fn finish(
+        &self,
+        through: u64,
+        outcome: &Result<(), StoreError>,
+        synced: bool,
+        elapsed: Duration,
+    );
+}
+
+/// The `through` of [`CommitSource::finish`] when the source's `take`
+/// panicked: no batch was taken, and every waiter should see the failure.
+pub(crate) const NOT_TAKEN: u64 = u64::MAX;
+
+/// The node's writer thread. Every durable write goes through it: a write
+/// buffer with writers waiting asks it for a write ([`Self::request`]); the
+/// thread takes the batches of every buffer that asked while it was
+/// writing and writes them as one store write, so the waiting `wal`
+/// writers of all fragments share one RocksDB write and one `sync`
+/// writer's fsync covers everyone in its group. Taking the batches on this
+/// thread, rather than on a task per buffer that hands them over, spares
+/// each group a task wake-up and a reply per fragment.
 ///
-/// The thread owns no data: a failed group is reported to each requester,
-/// which keeps its batch and retries.
+/// The thread owns no data: a failed group is reported to each source,
+/// which keeps its batch for the next request.
 pub(crate) struct Committer {
-    requests: parking_lot::RwLock<Option<mpsc::Sender<CommitRequest>>>,
+    requests: parking_lot::RwLock<Option<mpsc::Sender<Arc<dyn CommitSource>>>>,
     thread: parking_lot::Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 impl Committer {
     /// Start the writer thread over `store`.
     pub(crate) fn start(store: Arc<dyn KvStore>) -> Result<Self, StoreError> {
-        let (requests, queue) = mpsc::channel::<CommitRequest>();
+        let (requests, queue) = mpsc::channel::<Arc<dyn CommitSource>>();
         let thread = thread::Builder::new()
             .name("ebb-committer".into())
             .spawn(move || run(&*store, queue))
@@ -46,18 +82,14 @@ impl Committer {
         })
     }
 
-    /// Commit `batch` (atomically, possibly together with other requests) and
-    /// wait for the outcome. `sync` asks for an fsync before the reply.
-    pub(crate) async fn commit(&self, batch: StoreBatch, sync: bool) -> Result<(), StoreError> {
-        let (reply, outcome) = oneshot::channel();
-        {
-            let requests = self.requests.read();
-            let sender = requests.as_ref().ok_or(StoreError::Closed)?;
-            sender
-                .send(CommitRequest { batch, sync, reply })
-                .map_err(|_| StoreError::Closed)?;
-        }
-        outcome.await.map_err(|_| StoreError::Closed)?
+    /// Ask for a write of what `source` holds: the thread takes its batch
+    /// after this call, in the next group. A source should ask once until
+    /// its batch is taken. Fails with [`StoreError::Closed`] once the
+    /// committer is closed.
+    pub(crate) fn request(&self, source: Arc<dyn CommitSource>) -> Result<(), StoreError> {
+        let requests = self.requests.read();
+        let sender = requests.as_ref().ok_or(StoreError::Closed)?;
+        sender.send(source).map_err(|_| StoreError::Closed)
     }
 
     /// Refuse new requests, let the thread finish the queued ones and join
@@ -70,29 +102,72 @@ impl Committer {
     }
 }
 
-fn run(store: &dyn KvStore, queue: mpsc::Receiver<CommitRequest>) {
+fn run(store: &dyn KvStore, queue: mpsc::Receiver<Arc<dyn CommitSource>>) {
     while let Ok(first) = queue.recv() {
-        let mut group = vec![first];
-        let mut records = group[0].batch.len();
-        while group.len() < MAX_GROUP_REQUESTS && records < MAX_GROUP_RECORDS {
+        let mut sources = vec![first];
+        while sources.len() < MAX_GROUP_SOURCES {
             match queue.try_recv() {
-                Ok(next) => {
-                    records += next.batch.len();
-                    group.push(next);
-                }
+                Ok(next) => sources.push(next),
                 Err(_) => break,
             }
         }
-        let sync = group.iter().any(|r| r.sync);
-        let (batches, replies): (Vec<_>, Vec<_>) =
-            group.into_iter().map(|r| (r.batch, r.reply)).unzip();
-        let outcome = store.write(&batches, sync);
-        if let Err(error) = &outcome {
-            tracing::warn!(%error, requests = replies.len(), "group commit failed; requesters keep their batches");
+        write_group(store, sources);
+    }
+}
+
+/// Take every source's batch, write them as one store write and report
+/// the outcome to each. A source whose `take` panics is failed alone; a
+/// panic in `finish` is contained, so the thread goes on.
+fn write_group(store: &dyn KvStore, sources: Vec<Arc<dyn CommitSource>>) {
+    let mut taken = Vec::with_capacity(sources.len());
+    let mut batches = Vec::with_capacity(sources.len());
+    let mut sync = false;
+    for source in sources {
+        match catch_unwind(AssertUnwindSafe(|| source.take())) {
+            Ok(take) => {
+                sync |= take.sync;
+                batches.push(take.batch);
+                taken.push((source, take.through));
+            }
+            Err(_) => {
+                let failed = Err(StoreError::Engine("taking a write batch panicked".into()));
+                finish(&*source, NOT_TAKEN, &failed, false, Duration::ZERO);
+            }
         }
-        for reply in replies {
-            let _ = reply.send(outcome.clone());
-        }
+    }
+    if taken.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    // Sources whose writers asked after their last batch was taken have
+    // nothing to write; a group of only those needs no store write.
+    let outcome = if sync || batches.iter().any(|batch| !batch.is_empty()) {
+        store.write(&batches, sync)
+    } else {
+        Ok(())
+    };
+    let elapsed = started.elapsed();
+    drop(batches);
+    if let Err(error) = &outcome {
+        tracing::warn!(%error, sources = taken.len(), "group commit failed; the write buffers keep their batches");
+    }
+    for (source, through) in taken {
+        finish(&*source, through, &outcome, sync, elapsed);
+    }
+}
+
+fn finish(
+    source: &dyn CommitSource,
+    through: u64,
+    outcome: &Result<(), StoreError>,
+    synced: bool,
+    elapsed: Duration,
+) {
+    let finished = catch_unwind(AssertUnwindSafe(|| {
+        source.finish(through, outcome, synced, elapsed)
+    }));
+    if finished.is_err() {
+        tracing::error!("a write buffer panicked on the outcome of its group commit");
     }
 }
 
@@ -103,109 +178,175 @@ mod tests {
     use crate::record::{Record, Version};
     use crate::store::{MemoryStore, StoredRecord};
 
-    fn batch(key: &str) -> StoreBatch {
-        StoreBatch {
-            records: vec![StoredRecord {
-                fragment: 0,
-                table: TableName::new("t").unwrap(),
-                key: Arc::from(key),
-                record: Record::tombstone(Version {
-                    hlc_ms: 1,
-                    counter: 0,
-                    writer: Arc::from("w"),
-                }),
-            }],
-            ..StoreBatch::default()
+    /// A source holding one record's batch that records its outcomes.
+    struct Source {
+        key: String,
+        sync: bool,
+        panics: bool,
+        outcomes: parking_lot::Mutex<Vec<(u64, bool, bool)>>,
+    }
+
+    impl Source {
+        fn new(key: &str, sync: bool) -> Arc<Self> {
+            Arc::new(Self {
+                key: key.to_string(),
+                sync,
+                panics: false,
+                outcomes: parking_lot::Mutex::new(Vec::new()),
+            })
+        }
+
+        /// (through, succeeded, synced) per finished request.
+        fn outcomes(&self) -> Vec<(u64, bool, bool)> {
+            self.outcomes.lock().clone()
         }
     }
 
-    /// Waits (on the condition, bounded) until the store holds one write.
-    async fn until_one_write_is_held(store: &MemoryStore) {
-        let started = std::time::Instant::now();
-        while store.held_writes() != 1 {
-            assert!(started.elapsed() < std::time::Duration::from_secs(10));
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    impl CommitSource for Source {
+        fn take(&self) -> Taken {
+            assert!(!self.panics, "a bug while taking the batch");
+            Taken {
+                batch: StoreBatch {
+                    records: vec![StoredRecord {
+                        fragment: 0,
+                        table: TableName::new("t").unwrap(),
+                        key: Arc::from(self.key.as_str()),
+                        record: Record::tombstone(Version {
+                            hlc_ms: 1,
+                            counter: 0,
+                            writer: Arc::from("w"),
+                        }),
+                    }],
+                    ..StoreBatch::default()
+                },
+                through: 7,
+                sync: self.sync,
+            }
+        }
+
+        fn finish(
+            &self,
+            through: u64,
+            outcome: &Result<(), StoreError>,
+            synced: bool,
+            _: Duration,
+        ) {
+            self.outcomes
+                .lock()
+                .push((through, outcome.is_ok(), synced));
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn commits_that_wait_for_a_write_share_the_next_ones_and_all_land() {
-        let store = Arc::new(MemoryStore::new());
-        let committer = Arc::new(Committer::start(store.clone()).unwrap());
-        // The first commit's write is held (a slow disk) ...
+    /// Waits (bounded) until `done` holds.
+    fn until(done: impl Fn() -> bool) {
+        let started = Instant::now();
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(10));
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Holds the store's writes, requests `first`, waits until its write
+    /// is held, then requests `rest`: they queue behind it.
+    fn queue_behind_a_held_write(
+        store: &MemoryStore,
+        committer: &Committer,
+        first: &Arc<Source>,
+        rest: &[Arc<Source>],
+    ) {
         store.set_holding(true);
-        let first = tokio::spawn({
-            let committer = committer.clone();
-            async move { committer.commit(batch("k0"), false).await }
-        });
-        until_one_write_is_held(&store).await;
-        // ... while 499 more commits queue behind it: each sends its request
-        // on the first poll.
-        let rest: Vec<_> = (1..500)
-            .map(|i| committer.commit(batch(&format!("k{i}")), false))
-            .collect();
-        let mut rest = std::pin::pin!(futures::future::join_all(rest));
-        assert!(futures::poll!(rest.as_mut()).is_pending());
-        store.set_holding(false);
-        first.await.unwrap().unwrap();
-        for outcome in rest.await {
-            outcome.unwrap();
+        committer.request(first.clone()).unwrap();
+        until(|| store.held_writes() == 1);
+        for source in rest {
+            committer.request(source.clone()).unwrap();
         }
+        store.set_holding(false);
+        until(|| rest.iter().chain([first]).all(|s| !s.outcomes().is_empty()));
+    }
+
+    #[test]
+    fn requests_that_wait_for_a_write_share_the_next_ones_and_all_land() {
+        let store = Arc::new(MemoryStore::new());
+        let committer = Committer::start(store.clone()).unwrap();
+        let first = Source::new("k0", false);
+        let rest: Vec<_> = (1..500)
+            .map(|i| Source::new(&format!("k{i}"), false))
+            .collect();
+        queue_behind_a_held_write(&store, &committer, &first, &rest);
         assert_eq!(store.record_count(), 500);
+        for source in rest.iter().chain([&first]) {
+            assert_eq!(source.outcomes(), vec![(7, true, false)]);
+        }
         // The queued 499 share as few writes as the group cap allows.
-        assert!(store.write_calls() < 100, "{} writes", store.write_calls());
-        let shared = 499_usize.div_ceil(MAX_GROUP_REQUESTS) as u64;
+        let shared = 499_usize.div_ceil(MAX_GROUP_SOURCES) as u64;
         assert_eq!(store.write_calls(), 1 + shared);
-        assert_eq!(store.fsyncs(), 0, "no commit asked for sync");
+        assert_eq!(store.fsyncs(), 0, "no source asked for sync");
         committer.close();
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn one_sync_request_fsyncs_its_whole_group_and_only_it() {
+    #[test]
+    fn one_sync_request_fsyncs_its_whole_group_and_only_it() {
         let store = Arc::new(MemoryStore::new());
-        let committer = Arc::new(Committer::start(store.clone()).unwrap());
-        store.set_holding(true);
-        let first = tokio::spawn({
-            let committer = committer.clone();
-            async move { committer.commit(batch("k0"), false).await }
-        });
-        until_one_write_is_held(&store).await;
-        let group = vec![
-            committer.commit(batch("a"), false),
-            committer.commit(batch("b"), true),
-            committer.commit(batch("c"), false),
+        let committer = Committer::start(store.clone()).unwrap();
+        let first = Source::new("k0", false);
+        let group = [
+            Source::new("a", false),
+            Source::new("b", true),
+            Source::new("c", false),
         ];
-        let mut group = std::pin::pin!(futures::future::join_all(group));
-        assert!(futures::poll!(group.as_mut()).is_pending());
-        store.set_holding(false);
-        first.await.unwrap().unwrap();
-        for outcome in group.await {
-            outcome.unwrap();
-        }
+        queue_behind_a_held_write(&store, &committer, &first, &group);
         assert_eq!(
             store.write_calls(),
             2,
-            "the three queued commits share one write"
+            "the three queued requests share one write"
         );
         assert_eq!(
             store.fsyncs(),
             1,
             "that write is fsynced for the one that asked; the first write is not"
         );
+        assert_eq!(first.outcomes(), vec![(7, true, false)]);
+        for source in &group {
+            assert_eq!(
+                source.outcomes(),
+                vec![(7, true, true)],
+                "all of the group is synced"
+            );
+        }
         committer.close();
     }
 
-    #[tokio::test]
-    async fn a_failed_write_is_reported_to_the_requester() {
+    #[test]
+    fn a_failed_write_is_reported_to_each_source_and_a_panic_to_its_own() {
         let store = Arc::new(MemoryStore::new());
         let committer = Committer::start(store.clone()).unwrap();
+        let failing = Source::new("k", false);
         store.set_failing(true);
-        assert!(matches!(
-            committer.commit(batch("k"), true).await,
-            Err(StoreError::Engine(_))
-        ));
+        committer.request(failing.clone()).unwrap();
+        until(|| !failing.outcomes().is_empty());
+        assert_eq!(failing.outcomes(), vec![(7, false, false)]);
         store.set_failing(false);
-        committer.commit(batch("k"), true).await.unwrap();
-        assert_eq!(store.record_count(), 1);
+
+        let mut broken = Source::new("broken", false);
+        Arc::get_mut(&mut broken).unwrap().panics = true;
+        let fine = Source::new("fine", false);
+        committer.request(broken.clone()).unwrap();
+        committer.request(fine.clone()).unwrap();
+        committer.request(failing.clone()).unwrap();
+        until(|| {
+            broken.outcomes().len() == 1
+                && fine.outcomes().len() == 1
+                && failing.outcomes().len() == 2
+        });
+        assert_eq!(broken.outcomes(), vec![(NOT_TAKEN, false, false)]);
+        assert_eq!(
+            fine.outcomes(),
+            vec![(7, true, false)],
+            "the thread goes on"
+        );
+        assert_eq!(failing.outcomes()[1], (7, true, false));
+        assert_eq!(store.record_count(), 2);
+        committer.close();
+        assert!(matches!(committer.request(fine), Err(StoreError::Closed)));
     }
 }

@@ -11,7 +11,7 @@ mod rocks;
 use std::path::Path;
 use std::sync::Arc;
 
-pub(crate) use committer::Committer;
+pub(crate) use committer::{CommitSource, Committer, Taken};
 pub use memory::MemoryStore;
 #[cfg(test)]
 pub(crate) use memory::StoreDump;
