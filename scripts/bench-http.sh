@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # HTTP load benchmark: wrk against `ebb serve` and against a bare axum server
 # (the HTTP floor) in the same run, printed side by side with ratios.
-# Loopback only; each run is bounded by DURATION.
+# Loopback only; each run is bounded by DURATION. The floor and ebb run
+# interleaved, ROUNDS times (default 3): each round's ratio compares runs
+# seconds apart, and the table reports the median round, so a slow spell
+# of the machine during one run moves one round, not the headline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DURATION=${DURATION:-10s}
+DURATION=${DURATION:-5s}
+ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-1}
 
@@ -62,29 +66,45 @@ rps() {
     awk '/Requests\/sec/ {r=$2} /Non-2xx or 3xx responses/ {e=$NF} END {printf "%s %d\n", r, e}'
 }
 
-read -r floor_get floor_get_err < <(rps "$floor_url/v1/tables/bench/keys/hot")
-read -r ebb_get ebb_get_err < <(rps "$ebb_url/v1/tables/bench/keys/hot")
-read -r floor_put floor_put_err < <(rps -s "$work/put.lua" "$floor_url" -- "/v1/tables/bench/keys/k")
-read -r ebb_put_memory ebb_put_memory_err < <(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=memory")
-read -r ebb_put_wal ebb_put_wal_err < <(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=wal")
-
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+# median VALUES...: the middle value (the lower middle of an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+declare -a get_ratios put_memory_ratios put_wal_ratios
+get_errors=0
+memory_errors=0
+wal_errors=0
+floor_errors=0
 echo
-echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, 100-byte values, loopback, $(nproc) cores shared by wrk and the server, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo +changes), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-28s %14s %14s %8s %16s\n' "request" "floor req/s" "ebb req/s" "ebb/floor" "non-2xx (ebb)"
-printf '%-28s %14s %14s %8s %16s\n' "GET one key" "$floor_get" "$ebb_get" "$(ratio "$ebb_get" "$floor_get")" "$ebb_get_err"
-printf '%-28s %14s %14s %8s %16s\n' "PUT, durability memory" "$floor_put" "$ebb_put_memory" "$(ratio "$ebb_put_memory" "$floor_put")" "$ebb_put_memory_err"
-printf '%-28s %14s %14s %8s %16s\n' "PUT, durability wal" "$floor_put" "$ebb_put_wal" "$(ratio "$ebb_put_wal" "$floor_put")" "$ebb_put_wal_err"
-if [ "$((floor_get_err + floor_put_err))" -ne 0 ]; then
-  echo "bench-http: the floor answered $((floor_get_err + floor_put_err)) non-2xx responses" >&2
+echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION per run, $ROUNDS rounds of floor and ebb interleaved, 100-byte values, loopback, $(nproc) cores shared by wrk and the server, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo +changes), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-6s %-24s %14s %14s %8s %8s\n' "round" "request" "floor req/s" "ebb req/s" "ebb/floor" "non-2xx"
+for round in $(seq "$ROUNDS"); do
+  read -r floor_get e < <(rps "$floor_url/v1/tables/bench/keys/hot"); floor_errors=$((floor_errors + e))
+  read -r ebb_get e < <(rps "$ebb_url/v1/tables/bench/keys/hot"); get_errors=$((get_errors + e))
+  get_ratios+=("$(ratio "$ebb_get" "$floor_get")")
+  printf '%-6s %-24s %14s %14s %8s %8s\n' "$round" "GET one key" "$floor_get" "$ebb_get" "${get_ratios[-1]}" "$e"
+  read -r floor_put e < <(rps -s "$work/put.lua" "$floor_url" -- "/v1/tables/bench/keys/k"); floor_errors=$((floor_errors + e))
+  read -r ebb_put e < <(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=memory"); memory_errors=$((memory_errors + e))
+  put_memory_ratios+=("$(ratio "$ebb_put" "$floor_put")")
+  printf '%-6s %-24s %14s %14s %8s %8s\n' "$round" "PUT, durability memory" "$floor_put" "$ebb_put" "${put_memory_ratios[-1]}" "$e"
+  read -r ebb_put e < <(rps -s "$work/put.lua" "$ebb_url" -- "/v1/tables/bench/keys/k" "?durability=wal"); wal_errors=$((wal_errors + e))
+  put_wal_ratios+=("$(ratio "$ebb_put" "$floor_put")")
+  printf '%-6s %-24s %14s %14s %8s %8s\n' "$round" "PUT, durability wal" "$floor_put" "$ebb_put" "${put_wal_ratios[-1]}" "$e"
+done
+get_ratio=$(median "${get_ratios[@]}")
+put_memory_ratio=$(median "${put_memory_ratios[@]}")
+put_wal_ratio=$(median "${put_wal_ratios[@]}")
+echo "median ratio of $ROUNDS rounds: GET $get_ratio (rounds ${get_ratios[*]}), PUT memory $put_memory_ratio (${put_memory_ratios[*]}), PUT wal $put_wal_ratio (${put_wal_ratios[*]}); ebb answered $((get_errors + memory_errors + wal_errors)) non-2xx"
+if [ "$floor_errors" -ne 0 ]; then
+  echo "bench-http: the floor answered $floor_errors non-2xx responses" >&2
 fi
 
 # Headlines for `make bench-all`; a run with non-2xx answers meets no goal.
 headline() { # goal ratio target errors
   met=$(awk -v r="$2" -v t="$3" -v e="$4" 'BEGIN { print (r >= t && e == 0) ? "met" : "not met" }')
   note=""; [ "$4" -ne 0 ] && note=" ($4 non-2xx)"
-  echo "headline: $1$note | bare axum floor (ebb req/s / floor req/s) | $2 | >= $3 | $met"
+  echo "headline: $1$note | bare axum floor (ebb req/s / floor req/s, median of $ROUNDS interleaved rounds) | $2 | >= $3 | $met"
 }
-headline "GET one key near the HTTP floor" "$(ratio "$ebb_get" "$floor_get")" 0.8 "$ebb_get_err"
-headline "PUT, durability memory, near the HTTP floor" "$(ratio "$ebb_put_memory" "$floor_put")" 0.7 "$ebb_put_memory_err"
-headline "PUT, durability wal, near the HTTP floor" "$(ratio "$ebb_put_wal" "$floor_put")" 0.6 "$ebb_put_wal_err"
+headline "GET one key near the HTTP floor" "$get_ratio" 0.8 "$get_errors"
+headline "PUT, durability memory, near the HTTP floor" "$put_memory_ratio" 0.7 "$memory_errors"
+headline "PUT, durability wal, near the HTTP floor" "$put_wal_ratio" 0.6 "$wal_errors"
