@@ -559,6 +559,14 @@ async fn identical_uploads_keep_one_version_and_old_versions_are_pruned_with_the
         history.iter().map(|v| v.version).collect()
     };
     assert_eq!(versions(node.plugins().history("p")), [4, 5, 6]);
+    // The current version's artifact is stored once its optimized code,
+    // compiled in the background, is in.
+    let current = node.plugins().get("p").unwrap();
+    let started = std::time::Instant::now();
+    while current.tier() != ebb_host::plugin::Tier::Optimized {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let mut keys = Vec::new();
     store
         .scan_family(Family::Plugins, b"v1/p/", &mut |key, _| {

@@ -12,7 +12,9 @@ use crate::cluster::{MetaOutcome, Metadata};
 use crate::expiry::outbox::Outbox;
 use crate::expiry::{Binding, ExpiryError, binding};
 use crate::names::TableName;
-use crate::plugin::{HandlerKind, Installed, NotAHandler, PluginError, PluginRegistry};
+use crate::plugin::{
+    HandlerKind, Installed, NotAHandler, PluginError, PluginRegistry, PluginVersion,
+};
 use crate::raft::Position;
 use crate::store::{Family, FamilyWrite, KvStore, StoreError};
 
@@ -24,6 +26,8 @@ pub(crate) struct PluginAdmin {
     store: Weak<dyn KvStore>,
     /// Serializes binding changes with plugin installs and removals.
     pub(crate) bindings_lock: parking_lot::Mutex<()>,
+    /// The threads compiling installed versions' optimized code.
+    optimizing: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl PluginAdmin {
@@ -39,6 +43,7 @@ impl PluginAdmin {
             outbox,
             store: Arc::downgrade(store),
             bindings_lock: parking_lot::Mutex::new(()),
+            optimizing: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
@@ -84,16 +89,68 @@ impl PluginAdmin {
     }
 
     /// Validate, compile and store `bytes` as the next version of `name`
-    /// (see [`PluginRegistry::install_checked`]). Blocking.
+    /// (see [`PluginRegistry::install_checked`]), then compile its
+    /// optimized code on a thread of its own ([`PluginRegistry::optimize`]).
+    /// Blocking until the version serves (baseline code).
     pub(crate) fn install(&self, name: &str, bytes: &[u8]) -> Result<Installed, PluginError> {
         let _guard = self.bindings_lock.lock();
         let bound = self.bound_to(name);
-        self.plugins.install_checked(
+        let installed = self.plugins.install_checked(
             &*self.store()?,
             name,
             bytes,
             &Self::keeps_handlers(name, &bound),
-        )
+        )?;
+        if !installed.unchanged {
+            self.optimize_in_background(installed.version.clone(), bytes.to_vec());
+        }
+        Ok(installed)
+    }
+
+    /// Compile `version`'s optimized code on a thread of its own. A failure
+    /// is logged; the version keeps its baseline code until the next boot
+    /// compiles the optimized code.
+    fn optimize_in_background(&self, version: Arc<PluginVersion>, bytes: Vec<u8>) {
+        let plugins = self.plugins.clone();
+        let store = self.store.clone();
+        let name = version.name.clone();
+        let number = version.info.version;
+        let plugin = name.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ebb-plugin-optimize".into())
+            .spawn(move || {
+                // The store is held only to write the artifact, so a node
+                // dropped meanwhile closes its store without waiting.
+                let swapped = plugins
+                    .runtime()
+                    .optimize(&bytes)
+                    .map_err(PluginError::from)
+                    .and_then(|module| match store.upgrade() {
+                        Some(store) => plugins.swap_in_optimized(&*store, &version, module),
+                        None => Ok(false),
+                    });
+                if let Err(error) = swapped {
+                    tracing::warn!(plugin = %name, version = number, %error, "cannot compile the optimized code of plugin {name} version {number}; it keeps running its baseline code");
+                }
+            });
+        let mut optimizing = self.optimizing.lock();
+        optimizing.retain(|thread| !thread.is_finished());
+        match spawned {
+            Ok(thread) => optimizing.push(thread),
+            Err(error) => {
+                tracing::warn!(%plugin, %error, "cannot start a thread to compile a plugin's optimized code; it keeps running its baseline code")
+            }
+        }
+    }
+
+    /// Wait until every optimized compile started so far ended (stored
+    /// and swapped in, or failed). Blocking: shutdown calls it before it
+    /// closes the store, so the next boot loads the artifacts.
+    pub(crate) fn finish_optimizing(&self) {
+        let threads = std::mem::take(&mut *self.optimizing.lock());
+        for thread in threads {
+            let _ = thread.join();
+        }
     }
 
     /// Whether [`Self::install`] would accept `bytes`, storing nothing.

@@ -601,7 +601,11 @@ impl Node {
         };
         let high_water = self.inner.clock.high_water();
         let committer = self.inner.committer.clone();
+        let admin = self.inner.admin.clone();
         blocking(move || {
+            // Optimized plugin code still compiling is stored before the
+            // store closes, so the next boot loads it instead of compiling.
+            admin.finish_optimizing();
             DataDirMeta::save_high_water(&*store, high_water)?;
             store.sync()?;
             // The next boot then reads table files, not the log: replaying

@@ -127,6 +127,9 @@ pub enum EngineError {
         /// What wasmtime said.
         reason: String,
     },
+    /// The baseline (Winch) engine could not be set up.
+    #[error("cannot set up the baseline plugin compiler (Winch): {0}")]
+    Baseline(String),
     /// The host functions could not be linked.
     #[error("cannot link the host functions: {0}")]
     Link(String),
@@ -136,6 +139,10 @@ pub enum EngineError {
     /// The epoch ticker thread could not start.
     #[error("cannot start the epoch ticker: {0}")]
     Ticker(#[source] Arc<std::io::Error>),
+    /// The optimizing compile of a module the baseline engine accepted
+    /// failed.
+    #[error("cannot compile optimized code: {0}")]
+    Optimize(String),
     /// A compiled module could not be serialized for the store.
     #[error("cannot serialize compiled module: {0}")]
     Serialize(String),

@@ -93,6 +93,11 @@ pub struct PluginInstance {
 }
 
 impl PluginInstance {
+    /// The engine the instance runs in (the one that compiled its module).
+    pub(super) fn engine(&self) -> &wasmtime::Engine {
+        self.store.engine()
+    }
+
     /// Wrap a fresh `instance` living in `store`, checking its exports'
     /// types; [`CallCause::Malformed`] names a missing or mistyped one.
     pub(super) fn new(

@@ -23,5 +23,5 @@ pub use kind::{HandlerKind, NotAHandler, is_expiry_handler, is_handler};
 pub use limits::{PluginLimits, pool_capacity};
 pub use read::{MAX_READ_BYTES_PER_CALL, MAX_READS_PER_CALL, RecordReader};
 pub use registry::{Installed, PluginRegistry};
-pub use runtime::{Artifact, PluginRuntime};
+pub use runtime::{Artifact, PluginRuntime, Tier};
 pub use version::{FunctionMetrics, PluginVersion, VersionInfo};

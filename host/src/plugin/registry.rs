@@ -148,7 +148,7 @@ impl PluginRegistry {
                         version = number,
                         "stored artifact of plugin {name} version {number} {rejected}; recompiling it from the stored module"
                     );
-                    let compiled = runtime.compile(&name, module_bytes)?;
+                    let compiled = runtime.compile_optimized(&name, module_bytes)?;
                     let stored = runtime
                         .serialize_artifact(&compiled.module)
                         .map_err(PluginError::Engine)
@@ -195,7 +195,9 @@ impl PluginRegistry {
 
     /// Validate, compile and store `bytes` as the next version of `name`
     /// (blocking); the current version when the bytes are the same. The
-    /// new version serves new queries at once.
+    /// new version serves new queries at once, with baseline code; no
+    /// artifact is stored until [`Self::optimize`] compiled its optimized
+    /// code.
     pub fn install(
         &self,
         store: &dyn KvStore,
@@ -238,7 +240,6 @@ impl PluginRegistry {
                 compiled,
             } => (name, sha256, compiled),
         };
-        let artifact = self.runtime.serialize_artifact(&compiled.module)?;
         let mut plugins = self.plugins.write();
         let previous = plugins.get(&name);
         if let Some(previous) = previous
@@ -257,7 +258,7 @@ impl PluginRegistry {
             size: bytes.len(),
             created_ms: now_ms(),
         };
-        let mut puts = vec![
+        let puts = vec![
             (key(&name, number, "module"), bytes.to_vec()),
             (
                 key(&name, number, "manifest"),
@@ -268,7 +269,6 @@ impl PluginRegistry {
                 serde_json::to_vec(&info).expect("plain struct serializes"),
             ),
         ];
-        puts.extend(artifact_puts(&name, number, artifact));
         // Older versions keep their info (history) but not their blobs, and
         // only the last `max_versions` versions keep even that.
         let mut history = previous.map(|e| e.history.clone()).unwrap_or_default();
@@ -309,6 +309,48 @@ impl PluginRegistry {
             version,
             unchanged: false,
         })
+    }
+
+    /// Compile the optimized code of `version`, installed from `bytes`
+    /// (blocking, about five times the upload's compile), store it as the
+    /// version's artifact and swap it in. `Ok(false)` when `version` is no
+    /// longer current (replaced or removed meanwhile): nothing is stored.
+    /// On an error the version keeps serving its baseline code, and the
+    /// next boot, finding no artifact, compiles the optimized code.
+    pub fn optimize(
+        &self,
+        store: &dyn KvStore,
+        version: &Arc<PluginVersion>,
+        bytes: &[u8],
+    ) -> Result<bool, PluginError> {
+        let module = self.runtime.optimize(bytes)?;
+        self.swap_in_optimized(store, version, module)
+    }
+
+    /// The second half of [`Self::optimize`]: store `module`, the optimized
+    /// code of `version` ([`PluginRuntime::optimize`]), as its artifact and
+    /// swap it in, unless `version` is no longer current (`Ok(false)`).
+    pub fn swap_in_optimized(
+        &self,
+        store: &dyn KvStore,
+        version: &Arc<PluginVersion>,
+        module: wasmtime::Module,
+    ) -> Result<bool, PluginError> {
+        let artifact = self.runtime.serialize_artifact(&module)?;
+        // Installs and removals take the write lock around their store
+        // writes: under the read lock the version stays current while its
+        // artifact is stored.
+        let plugins = self.plugins.read();
+        let current = plugins
+            .get(&version.name)
+            .is_some_and(|entry| Arc::ptr_eq(&entry.current, version));
+        if !current {
+            return Ok(false);
+        }
+        let puts = artifact_puts(&version.name, version.info.version, artifact);
+        store.write_family(Family::Plugins, &puts, &[])?;
+        version.upgrade(module);
+        Ok(true)
     }
 
     /// Whether [`Self::install_checked`] would accept `bytes` as plugin
@@ -427,7 +469,7 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::*;
-    use crate::plugin::{CallCause, PluginInstance, PluginLimits};
+    use crate::plugin::{CallCause, PluginInstance, PluginLimits, Tier};
     use crate::store::MemoryStore;
 
     /// A raw ABI v1 module whose scalar `f` answers 42.
@@ -541,11 +583,71 @@ mod tests {
         found
     }
 
+    /// A store holding plugin `good`, installed and optimized.
     fn installed() -> MemoryStore {
         let store = MemoryStore::new();
         let registry = PluginRegistry::load(runtime(), &store).unwrap();
-        registry.install(&store, "good", &answering_42()).unwrap();
+        let version = registry.install(&store, "good", &answering_42()).unwrap();
+        assert!(
+            registry
+                .optimize(&store, &version, &answering_42())
+                .unwrap()
+        );
         store
+    }
+
+    #[test]
+    fn an_upload_serves_baseline_code_until_its_optimized_code_is_stored_and_swapped_in() {
+        let store = MemoryStore::new();
+        let registry = PluginRegistry::load(runtime(), &store).unwrap();
+        let version = registry.install(&store, "good", &answering_42()).unwrap();
+        assert_eq!(version.tier(), Tier::Baseline);
+        assert_eq!(
+            stored(&store, "artifact"),
+            None,
+            "baseline code is not stored"
+        );
+        calls_answer_42(&version);
+        assert_eq!(version.idle_instances(), 1);
+
+        assert!(
+            registry
+                .optimize(&store, &version, &answering_42())
+                .unwrap()
+        );
+        assert_eq!(version.tier(), Tier::Optimized);
+        assert_eq!(
+            version.idle_instances(),
+            0,
+            "the baseline instance is dropped"
+        );
+        assert!(stored(&store, "artifact").is_some());
+        calls_answer_42(&version);
+        assert_eq!(version.idle_instances(), 1);
+
+        // A version replaced before its optimized code is ready stores none.
+        let mut other = answering_42();
+        other.extend_from_slice(b"\0\x06\x04test\x01");
+        let second = registry.install(&store, "good", &other).unwrap();
+        let third = registry.install(&store, "good", &answering_42()).unwrap();
+        assert!(!registry.optimize(&store, &second, &other).unwrap());
+        assert_eq!(second.tier(), Tier::Baseline);
+        let artifacts = |version: u32| {
+            let mut found = 0;
+            store
+                .scan_family(
+                    Family::Plugins,
+                    &key("good", version, "artifact"),
+                    &mut |_, _| {
+                        found += 1;
+                        Ok(())
+                    },
+                )
+                .unwrap();
+            found
+        };
+        assert_eq!(artifacts(2), 0, "nothing stored for a replaced version");
+        assert_eq!(third.tier(), Tier::Baseline);
     }
 
     #[test]
@@ -643,7 +745,8 @@ mod tests {
         // 2 plugins × 1 idle + 1 thread + 1 expiry call + 1 upload.
         let capacity = crate::plugin::pool_capacity(runtime.limits(), 1);
         assert_eq!(capacity, 5);
-        let compiled = runtime.compile("good", &answering_42()).unwrap();
+        // The pool holds optimized code's instances.
+        let compiled = runtime.compile_optimized("good", &answering_42()).unwrap();
         let held: Vec<PluginInstance> = (0..capacity)
             .map(|_| match runtime.instantiate("good", &compiled.module) {
                 Ok(instance) => instance,

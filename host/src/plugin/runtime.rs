@@ -1,6 +1,8 @@
-//! The sandbox: one wasmtime engine (pooling allocator, epoch interruption
-//! driven by a ticker thread), module validation, and instances that call
-//! ABI v1 functions under a deadline and a memory cap.
+//! The sandbox: two wasmtime engines (a baseline one, Winch, that compiles
+//! an upload in a fraction of Cranelift's time, and the optimizing one,
+//! Cranelift with the pooling allocator; both with epoch interruption
+//! driven by one ticker thread), module validation, and instances that
+//! call ABI v1 functions under a deadline and a memory cap.
 //!
 //! Calls are synchronous and may run for up to their deadline, so they run
 //! on the runtime's own threads, never on a tokio worker: query work that
@@ -17,7 +19,7 @@ use ebb_proto::plugin::v1 as abi;
 use sha2::{Digest, Sha256};
 use wasmtime::{
     Caller, Config, Engine, ExternType, InstanceAllocationStrategy, Linker, Module,
-    PoolConcurrencyLimitError, PoolingAllocationConfig, Store, ValType,
+    PoolConcurrencyLimitError, PoolingAllocationConfig, Store, Strategy, ValType,
 };
 
 use super::error::{ArtifactRejected, CallCause, EngineError, PluginInvalid};
@@ -35,11 +37,23 @@ pub struct Artifact {
     pub sha256: [u8; 32],
 }
 
-/// The engine, its epoch ticker and the threads of query plugin work.
+/// The engines, their epoch ticker and the threads of query plugin work.
 /// Dropping it stops the ticker.
+///
+/// An upload compiles with the baseline engine (Winch: one pass, no
+/// optimization, about a fifth of Cranelift's time), so the plugin serves
+/// at once; the registry then compiles it again with the optimizing engine
+/// in the background and swaps the code in ([`Tier`]). Only optimized code
+/// is stored as an artifact. Both engines enforce the same limits: the
+/// epoch deadline, the memory cap (the pool's slot size for the optimizing
+/// engine, the store's limiter for both) and the stack limit.
 pub struct PluginRuntime {
     engine: Engine,
     linker: Linker<HostState>,
+    /// Winch, allocating instances on demand: its instances live only until
+    /// the optimized code of their version is in.
+    baseline: Engine,
+    baseline_linker: Linker<HostState>,
     limits: PluginLimits,
     /// Expiry-handler calls that may run at once (part of the pool size).
     expiry_calls: usize,
@@ -66,6 +80,25 @@ const WARM_UP_MODULE: &[u8] = &[
 impl Drop for PluginRuntime {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Which engine compiled a module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Winch: compiled fast, runs slower; replaced by optimized code.
+    Baseline,
+    /// Cranelift: what artifacts hold and what plugins run once ready.
+    Optimized,
+}
+
+impl Tier {
+    /// `baseline` or `optimized`, as the API reports it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Baseline => "baseline",
+            Tier::Optimized => "optimized",
+        }
     }
 }
 
@@ -146,6 +179,50 @@ fn link_get(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
+/// `perf` map files of the compiled code when `EBB_PLUGIN_PERFMAP` is set.
+fn profiler() -> wasmtime::ProfilingStrategy {
+    if std::env::var_os("EBB_PLUGIN_PERFMAP").is_some() {
+        wasmtime::ProfilingStrategy::PerfMap
+    } else {
+        wasmtime::ProfilingStrategy::None
+    }
+}
+
+/// The host functions plugins may import (`ebb.log`, `ebb.get`), for
+/// `engine`.
+fn link(engine: &Engine) -> Result<Linker<HostState>, EngineError> {
+    let mut linker = Linker::new(engine);
+    linker
+        .func_wrap(
+            "ebb",
+            "log",
+            |mut caller: Caller<'_, HostState>, level: i32, ptr: i32, len: i32| {
+                let plugin = caller.data().plugin().clone();
+                let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else {
+                    return;
+                };
+                let len = (len.max(0) as usize).min(4096);
+                let mut buffer = vec![0u8; len];
+                if memory
+                    .read(&caller, ptr.max(0) as usize, &mut buffer)
+                    .is_err()
+                {
+                    return;
+                }
+                let text = String::from_utf8_lossy(&buffer);
+                match level {
+                    0 => tracing::error!(%plugin, "{text}"),
+                    1 => tracing::warn!(%plugin, "{text}"),
+                    2 => tracing::info!(%plugin, "{text}"),
+                    _ => tracing::debug!(%plugin, "{text}"),
+                }
+            },
+        )
+        .map_err(|e| EngineError::Link(describe(&e)))?;
+    link_get(&mut linker).map_err(|e| EngineError::Link(describe(&e)))?;
+    Ok(linker)
+}
+
 fn same_types(actual: impl ExactSizeIterator<Item = ValType>, expected: &[ValType]) -> bool {
     actual.len() == expected.len() && actual.zip(expected).all(|(a, e)| ValType::eq(&a, e))
 }
@@ -171,11 +248,7 @@ impl PluginRuntime {
             // is rare): an indirect call, as the SDK makes per row, then
             // skips the lazy-initialization check.
             .table_lazy_init(false)
-            .profiler(if std::env::var_os("EBB_PLUGIN_PERFMAP").is_some() {
-                wasmtime::ProfilingStrategy::PerfMap
-            } else {
-                wasmtime::ProfilingStrategy::None
-            })
+            .profiler(profiler())
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(|e| EngineError::Pool {
             capacity,
@@ -185,62 +258,49 @@ impl PluginRuntime {
             expiry_calls,
             reason: describe(&e),
         })?;
-        let mut linker = Linker::new(&engine);
-        linker
-            .func_wrap(
-                "ebb",
-                "log",
-                |mut caller: Caller<'_, HostState>, level: i32, ptr: i32, len: i32| {
-                    let plugin = caller.data().plugin().clone();
-                    let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory())
-                    else {
-                        return;
-                    };
-                    let len = (len.max(0) as usize).min(4096);
-                    let mut buffer = vec![0u8; len];
-                    if memory
-                        .read(&caller, ptr.max(0) as usize, &mut buffer)
-                        .is_err()
-                    {
-                        return;
-                    }
-                    let text = String::from_utf8_lossy(&buffer);
-                    match level {
-                        0 => tracing::error!(%plugin, "{text}"),
-                        1 => tracing::warn!(%plugin, "{text}"),
-                        2 => tracing::info!(%plugin, "{text}"),
-                        _ => tracing::debug!(%plugin, "{text}"),
-                    }
-                },
-            )
-            .map_err(|e| EngineError::Link(describe(&e)))?;
-        link_get(&mut linker).map_err(|e| EngineError::Link(describe(&e)))?;
+        let linker = link(&engine)?;
+        let mut baseline_config = Config::new();
+        baseline_config
+            .strategy(Strategy::Winch)
+            .epoch_interruption(true)
+            // Winch requires lazy table initialization.
+            .table_lazy_init(true)
+            .profiler(profiler());
+        let baseline =
+            Engine::new(&baseline_config).map_err(|e| EngineError::Baseline(describe(&e)))?;
+        let baseline_linker = link(&baseline)?;
         let threads =
             PluginThreads::start(limits.threads).map_err(|e| EngineError::Threads(Arc::new(e)))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let ticker_engine = engine.clone();
+        let ticker_engines = [engine.clone(), baseline.clone()];
         let ticker_stop = stop.clone();
         thread::Builder::new()
             .name("ebb-epoch".into())
             .spawn(move || {
                 while !ticker_stop.load(Ordering::Relaxed) {
                     thread::sleep(TICK);
-                    ticker_engine.increment_epoch();
+                    for engine in &ticker_engines {
+                        engine.increment_epoch();
+                    }
                 }
             })
             .map_err(|e| EngineError::Ticker(Arc::new(e)))?;
-        let warm_engine = engine.clone();
+        let warm_engines = [baseline.clone(), engine.clone()];
         let warm_up = thread::Builder::new()
             .name("ebb-plugin-warm-up".into())
             .spawn(move || {
-                if let Err(error) = Module::new(&warm_engine, WARM_UP_MODULE) {
-                    tracing::warn!(error = %describe(&error), "the plugin engine's warm-up failed");
+                for engine in &warm_engines {
+                    if let Err(error) = Module::new(engine, WARM_UP_MODULE) {
+                        tracing::warn!(error = %describe(&error), "the plugin engine's warm-up failed");
+                    }
                 }
             })
             .ok();
         Ok(Arc::new(Self {
             engine,
             linker,
+            baseline,
+            baseline_linker,
             limits,
             expiry_calls,
             stop,
@@ -285,9 +345,45 @@ impl PluginRuntime {
         &self.limits
     }
 
-    /// Validate and compile `bytes` uploaded as `name`: size, imports (only
-    /// `ebb.log`), exports and their types, ABI version and manifest.
+    /// Validate and compile `bytes` uploaded as `name` with the baseline
+    /// engine: size, imports (only `ebb.log` and `ebb.get`), exports and
+    /// their types, ABI version and manifest. The module serves at once;
+    /// [`Self::optimize`] compiles the code that replaces it.
     pub fn compile(&self, name: &str, bytes: &[u8]) -> Result<CompiledPlugin, PluginInvalid> {
+        self.compile_with(Tier::Baseline, name, bytes)
+    }
+
+    /// [`Self::compile`] with the optimizing engine: what boot does when a
+    /// stored artifact cannot be used.
+    pub fn compile_optimized(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<CompiledPlugin, PluginInvalid> {
+        self.compile_with(Tier::Optimized, name, bytes)
+    }
+
+    /// The optimized code of `bytes`, which [`Self::compile`] accepted (so
+    /// only compiled, not checked again).
+    pub fn optimize(&self, bytes: &[u8]) -> Result<Module, EngineError> {
+        Module::new(&self.engine, bytes).map_err(|e| EngineError::Optimize(describe(&e)))
+    }
+
+    /// Which engine compiled `module`.
+    pub fn tier(&self, module: &Module) -> Tier {
+        if Engine::same(module.engine(), &self.engine) {
+            Tier::Optimized
+        } else {
+            Tier::Baseline
+        }
+    }
+
+    fn compile_with(
+        &self,
+        tier: Tier,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<CompiledPlugin, PluginInvalid> {
         let invalid = |reason: String| PluginInvalid {
             plugin: name.to_string(),
             reason,
@@ -304,7 +400,11 @@ impl PluginRuntime {
                 "not a WebAssembly module (no \\0asm header)".into(),
             ));
         }
-        let module = Module::new(&self.engine, bytes)
+        let engine = match tier {
+            Tier::Baseline => &self.baseline,
+            Tier::Optimized => &self.engine,
+        };
+        let module = Module::new(engine, bytes)
             .map_err(|e| invalid(format!("not a valid WebAssembly core module: {e}")))?;
         self.check_interface(name, &module)?;
         let manifest = self.read_manifest(name, &module)?;
@@ -315,7 +415,8 @@ impl PluginRuntime {
         })
     }
 
-    /// Serialize `module` for the store, hashing the bytes written.
+    /// Serialize `module` (optimized code) for the store, hashing the bytes
+    /// written.
     /// [`EngineError::Serialize`] when wasmtime cannot serialize it.
     pub fn serialize_artifact(&self, module: &Module) -> Result<Artifact, EngineError> {
         let bytes = module
@@ -468,27 +569,28 @@ impl PluginRuntime {
         Ok(manifest)
     }
 
-    /// A fresh instance of `module`. [`CallCause::NoInstance`] when the
-    /// instance pool is full; [`CallCause::Trap`] when instantiation fails
-    /// otherwise.
+    /// A fresh instance of `module`, in the engine that compiled it.
+    /// [`CallCause::NoInstance`] when the instance pool is full;
+    /// [`CallCause::Trap`] when instantiation fails otherwise.
     pub fn instantiate(&self, plugin: &str, module: &Module) -> Result<PluginInstance, CallCause> {
-        let mut store = Store::new(
-            &self.engine,
-            HostState::new(plugin, self.limits.max_memory_bytes),
-        );
+        let (engine, linker) = match self.tier(module) {
+            Tier::Optimized => (&self.engine, &self.linker),
+            Tier::Baseline => (&self.baseline, &self.baseline_linker),
+        };
+        let mut store = Store::new(engine, HostState::new(plugin, self.limits.max_memory_bytes));
         store.limiter(|state| state);
         store.set_epoch_deadline(ticks(self.limits.query_deadline));
         store.epoch_deadline_trap();
         let instance =
-            self.linker
-                .instantiate(&mut store, module)
-                .map_err(|e| match e.downcast_ref::<PoolConcurrencyLimitError>() {
-                    Some(full) => CallCause::NoInstance(format!(
-                        "{full}; the pool holds {} instances (see PluginLimits)",
-                        pool_capacity(&self.limits, self.expiry_calls)
-                    )),
-                    None => CallCause::Trap(format!("instantiation failed: {}", describe(&e))),
-                })?;
+            linker.instantiate(&mut store, module).map_err(|e| match e
+                .downcast_ref::<PoolConcurrencyLimitError>()
+            {
+                Some(full) => CallCause::NoInstance(format!(
+                    "{full}; the pool holds {} instances (see PluginLimits)",
+                    pool_capacity(&self.limits, self.expiry_calls)
+                )),
+                None => CallCause::Trap(format!("instantiation failed: {}", describe(&e))),
+            })?;
         PluginInstance::new(store, instance, self.limits.max_response_bytes)
     }
 }

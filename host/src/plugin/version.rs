@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ebb_proto::Message;
 use ebb_proto::plugin::v1 as abi;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use wasmtime::Module;
 
@@ -15,7 +15,7 @@ use super::error::{CallCause, PluginCallError};
 use super::instance::PluginInstance;
 use super::kind::{HandlerKind, NotAHandler};
 use super::read::{Reads, RecordReader};
-use super::runtime::PluginRuntime;
+use super::runtime::{PluginRuntime, Tier};
 
 /// What is kept about every version of a plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,7 +77,9 @@ pub struct PluginVersion {
     pub manifest: abi::Manifest,
     /// Whether boot loaded the stored artifact (`false`: compiled now).
     pub from_artifact: bool,
-    module: Module,
+    /// The code calls instantiate: baseline code from an upload until
+    /// [`Self::upgrade`] swaps in the optimized code.
+    module: RwLock<Module>,
     runtime: Arc<PluginRuntime>,
     /// Set when another version replaces this one or the plugin is removed:
     /// its idle instances are dropped and no more are kept, so only current
@@ -102,7 +104,7 @@ impl PluginVersion {
             info,
             manifest,
             from_artifact,
-            module,
+            module: RwLock::new(module),
             runtime,
             retired: std::sync::atomic::AtomicBool::new(false),
             idle: Mutex::new(Vec::new()),
@@ -260,7 +262,10 @@ impl PluginVersion {
         let instance = self.idle.lock().pop();
         let mut instance = match instance {
             Some(instance) => instance,
-            None => self.runtime.instantiate(&self.name, &self.module)?,
+            None => {
+                let module = self.module.read().clone();
+                self.runtime.instantiate(&self.name, &module)?
+            }
         };
         let reads = reader.map(|reader| Reads::new(reader, Instant::now() + deadline));
         let reading = reads.is_some();
@@ -275,8 +280,11 @@ impl PluginVersion {
         let result = result?;
         if matches!(result, Ok(_) | Err(CallCause::Guest(_))) {
             let mut idle = self.idle.lock();
+            // An instance of code that was replaced meanwhile is not kept.
+            let current = wasmtime::Engine::same(instance.engine(), self.module.read().engine());
             if idle.len() < self.runtime.limits().idle_instances
                 && !self.retired.load(std::sync::atomic::Ordering::Acquire)
+                && current
             {
                 idle.push(instance);
             }
@@ -291,6 +299,20 @@ impl PluginVersion {
         self.retired
             .store(true, std::sync::atomic::Ordering::Release);
         self.idle.lock().clear();
+    }
+
+    /// Replace the code with `optimized` (the same module, compiled by the
+    /// optimizing engine): new calls instantiate it, the idle instances of
+    /// the old code are dropped, and calls running on them finish there.
+    pub(super) fn upgrade(&self, optimized: Module) {
+        let mut idle = self.idle.lock();
+        *self.module.write() = optimized;
+        idle.clear();
+    }
+
+    /// Which engine compiled the code calls run.
+    pub fn tier(&self) -> Tier {
+        self.runtime.tier(&self.module.read())
     }
 
     /// The runtime this version runs in.

@@ -147,6 +147,7 @@ pub async fn get_plugin(
     let mut out = describe(&version);
     out["versions"] = json!(registry.history(&name));
     out["loaded_from_artifact"] = json!(version.from_artifact);
+    out["code"] = json!(version.tier().as_str());
     out["idle_instances"] = json!(version.idle_instances());
     Ok(Json(out))
 }
