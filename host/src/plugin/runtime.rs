@@ -228,10 +228,13 @@ fn same_types(actual: impl ExactSizeIterator<Item = ValType>, expected: &[ValTyp
 }
 
 impl PluginRuntime {
-    /// Start the engine and its ticker, with an instance pool of
-    /// [`pool_capacity`]`(limits, expiry_calls)` instances. `Err` when the
+    /// Start both engines and their ticker, the optimizing engine with an
+    /// instance pool of [`pool_capacity`]`(limits, expiry_calls)`
+    /// instances (the baseline engine allocates its short-lived instances
+    /// on demand; the store's limiter caps their memory). `Err` when the
     /// pool cannot be reserved (too large for the address space: lower
-    /// `max_plugins` or `idle_instances`) or a thread cannot start.
+    /// `max_plugins` or `idle_instances`), the baseline compiler cannot be
+    /// set up, or a thread cannot start.
     pub fn new(limits: PluginLimits, expiry_calls: usize) -> Result<Arc<Self>, EngineError> {
         let capacity = pool_capacity(&limits, expiry_calls);
         let mut pool = PoolingAllocationConfig::default();
