@@ -9,9 +9,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::AppState;
 use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
+use super::{App, AppState};
 use ebb_host::clock::now_ms;
 use ebb_host::names::NameError;
 use ebb_host::write::{Condition, Durability, Expiry, PutOptions, WriteOptions};
@@ -109,25 +109,35 @@ fn version_header(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// `PUT /v1/tables/{t}/keys/{k}`: store the body as the value. (The
-/// headers are read from the request rather than extracted: extracting a
-/// `HeaderMap` copies it.)
+/// `PUT /v1/tables/{t}/keys/{k}`: store the body as the value.
 pub async fn put_key(
     State(app): State<AppState>,
     target: Result<Path<(String, String)>, PathRejection>,
     params: Result<Query<PutParams>, QueryRejection>,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let (table, key) = path(target)?;
+    put(&app, &table, &key, query(params)?, request).await
+}
+
+/// [`put_key`] once its path and parameters are read (also the key fast
+/// path's). The headers are read from the request rather than extracted:
+/// extracting a `HeaderMap` copies it.
+pub(super) async fn put(
+    app: &App,
+    table: &str,
+    key: &str,
+    params: PutParams,
+    request: Request,
+) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    let (table, key) = path(target)?;
-    let params = query(params)?;
     let durability = durability(params.durability.as_deref())?;
     // Resolve the deadline here so the answer reports exactly what was stored.
     let expires_at_ms = expiry(params.ttl_ms, params.expires_at_ms)?
         .resolve(now_ms())
         .map_err(|e| ApiError::from(ebb_host::Error::from(e)))?;
-    let table = app.node.table(&table).map_err(ApiError::from)?;
+    let table = app.node.table(table).map_err(ApiError::from)?;
     let limit = app.node.config().max_value_bytes;
     let value = read_limited(headers, body, limit, "the value", "--max-value-bytes").await?;
     let condition = condition(headers)?;
@@ -135,7 +145,7 @@ pub async fn put_key(
     if let Some(at) = expires_at_ms {
         options = options.expires_at_ms(at);
     }
-    let version = table.put_if(&key, value, options, condition).await?;
+    let version = table.put_if(key, value, options, condition).await?;
     Ok(written(&version, expires_at_ms))
 }
 
@@ -171,11 +181,22 @@ pub async fn get_key(
     params: Result<Query<GetParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let (table, key) = path(target)?;
-    let max_staleness = query(params)?
+    get(&app, &table, &key, query(params)?).await
+}
+
+/// [`get_key`] once its path and parameters are read (also the key fast
+/// path's).
+pub(super) async fn get(
+    app: &App,
+    table: &str,
+    key: &str,
+    params: GetParams,
+) -> Result<Response, ApiError> {
+    let max_staleness = params
         .max_staleness_ms
         .map(std::time::Duration::from_millis);
-    let table = app.node.table(&table)?;
-    let read = table.get_within(&key, max_staleness).await?;
+    let table = app.node.table(table)?;
+    let read = table.get_within(key, max_staleness).await?;
     let Some(entry) = read.entry else {
         return Err(ApiError::not_found(format!(
             "key {key:?} not found in table {} (absent, deleted or expired)",
@@ -209,12 +230,24 @@ pub async fn delete_key(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (table, key) = path(target)?;
-    let durability = durability(query(params)?.durability.as_deref())?;
+    delete(&app, &table, &key, query(params)?, &headers).await
+}
+
+/// [`delete_key`] once its path and parameters are read (also the key
+/// fast path's).
+pub(super) async fn delete(
+    app: &App,
+    table: &str,
+    key: &str,
+    params: WriteParams,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let durability = durability(params.durability.as_deref())?;
     let options = WriteOptions::default()
         .durability(durability)
-        .condition(condition(&headers)?);
-    let table = app.node.table(&table)?;
-    match table.delete_with(&key, options).await? {
+        .condition(condition(headers)?);
+    let table = app.node.table(table)?;
+    match table.delete_with(key, options).await? {
         Some(version) => {
             let text = version.to_string();
             let mut response = Json(json!({ "version": &text })).into_response();

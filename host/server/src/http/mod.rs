@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod console;
 pub mod error;
 pub mod expiry;
+mod keys;
 pub mod kv;
 pub mod observe;
 pub mod plugins;
@@ -32,6 +33,7 @@ use tokio::net::TcpListener;
 use ebb_host::Node;
 use error::ApiError;
 use expiry::{Change, Expiry};
+use keys::Routes;
 use observe::HttpMetrics;
 
 /// Limits of the HTTP layer: request sizes (values are limited by the
@@ -116,17 +118,32 @@ pub struct App {
 }
 
 /// The one middleware every routed request passes (one layer, not one per
-/// concern, because each layer costs clones and boxes per request): it
-/// counts and times the request by route, method and status, and admits it
-/// ([`admit`]) before the handler runs.
-async fn front(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
-    let started = Instant::now();
+/// concern, because each layer costs clones and boxes per request): see
+/// [`fronted`].
+async fn front(State(app): State<AppState>, request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().cloned();
     let route = route.as_ref().map(MatchedPath::as_str);
+    fronted(&app, route, request, |request| next.run(request)).await
+}
+
+/// What every request passes, through the router or the key fast path
+/// ([`keys`]): count and time it by route, method and status, and admit it
+/// ([`admit`]) before `handler` runs.
+async fn fronted<F, Fut>(
+    app: &App,
+    route: Option<&str>,
+    mut request: Request,
+    handler: F,
+) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
+    let started = Instant::now();
     let counters = app.metrics.route(route.unwrap_or("unmatched"));
     let method = request.method().clone();
-    let response = match admit(&app, route, &mut request) {
-        Ok(()) => next.run(request).await,
+    let response = match admit(app, route, &mut request) {
+        Ok(()) => handler(request).await,
         Err(refusal) => refusal.into_response(),
     };
     let status = response.status();
@@ -178,7 +195,7 @@ async fn method_not_allowed() -> ApiError {
 pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route(
-            "/v1/tables/{table}/keys/{key}",
+            keys::KEY_ROUTE,
             put(kv::put_key)
                 .get(kv::get_key)
                 .delete(kv::delete_key)
@@ -300,14 +317,11 @@ pub async fn serve(
     let metrics = state.metrics.clone();
     let draining = state.draining.clone();
     let tls = state.tls.clone();
-    server::run(
-        listener,
-        router(state),
-        limits,
-        metrics,
-        draining,
-        tls,
-        shutdown,
-    )
-    .await
+    // CORS answers need the router's layer: no fast path with it.
+    let routes = if state.cors_origins.is_empty() {
+        Routes::with_keys(router(state.clone()), state)
+    } else {
+        Routes::router(router(state))
+    };
+    server::run(listener, routes, limits, metrics, draining, tls, shutdown).await
 }

@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{Request, StatusCode};
 use hyper::body::{Frame, Incoming, SizeHint};
@@ -35,10 +34,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
-use tower_service::Service;
 
 use super::HttpLimits;
 use super::error::ApiError;
+use super::keys::Routes;
 use super::observe::HttpMetrics;
 use super::tls::{ALPN_H2, Tls};
 
@@ -123,7 +122,7 @@ pub fn default_max_connections(open_files: Option<u64>) -> usize {
     open_files.map_or(1024, |n| (n / 2).clamp(32, 16_384) as usize)
 }
 
-/// Serve `router` on `listener` under `limits` (over TLS with `tls`) until
+/// Serve `routes` on `listener` under `limits` (over TLS with `tls`) until
 /// `shutdown` resolves, then drain: set `draining` (so `/health` answers
 /// 503 and new `/v1` requests are refused), close idle connections, let
 /// requests in flight finish, and meanwhile keep answering new
@@ -133,7 +132,7 @@ pub fn default_max_connections(open_files: Option<u64>) -> usize {
 /// to 1 s).
 pub async fn run(
     listener: TcpListener,
-    router: Router,
+    routes: Routes,
     limits: HttpLimits,
     metrics: Arc<HttpMetrics>,
     draining: Arc<AtomicBool>,
@@ -159,7 +158,7 @@ pub async fn run(
     {
         Ok(permit) => {
             let connection = Connection {
-                router: router.clone(),
+                routes: routes.clone(),
                 limits,
                 metrics: metrics.clone(),
                 keep_alive: serving.is_some(),
@@ -290,7 +289,7 @@ fn refuse_tls(stream: TcpStream, tls: &Tls, refusal: Arc<[u8]>, refusals: &Arc<S
 
 /// One accepted connection and what it needs.
 struct Connection {
-    router: Router,
+    routes: Routes,
     limits: HttpLimits,
     metrics: Arc<HttpMetrics>,
     /// Serve more than one request (`false` for a connection accepted
@@ -351,15 +350,15 @@ impl Connection {
             // HTTP/2 sends frames (pings, settings) that start no request.
             heads: !h2,
         });
-        let router = self.router.clone();
+        let routes = self.routes.clone();
         let body_timeout = self.limits.body_read_timeout;
         let requests = activity.clone();
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             let busy = requests.begin();
             let request = request.map(|body| TimedBody::new(body, body_timeout));
-            let response = router.clone().call(request);
+            let response = routes.clone().call(request);
             async move {
-                let response = response.await.unwrap_or_else(|never| match never {});
+                let response = response.await;
                 Ok::<_, Infallible>(response.map(|body| UntilSent { body, _busy: busy }))
             }
         });
