@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Cluster benchmark, loopback only, every run bounded by DURATION:
 #  1. PUT throughput and latency (wrk, CONNECTIONS connections, 100-byte
-#     values, unique keys) of one ebb node, of three ebb members (the load
-#     spread over the three client ports), and of a three-member etcd
+#     values, unique keys) at `memory`, `wal` and `sync`, and GETs of 64
+#     keys, of one ebb node and of three ebb members (the load to member
+#     1, which forwards to the leaders), each as a ratio to one node; and
+#     the PUTs of a three-member etcd
 #     (Debian's etcd-server, through its HTTP/JSON gateway /v3/kv/put),
 #     side by side with ratios. Every side acknowledges a write once a
 #     majority has it (etcd and ebb `sync`: fsynced; ebb `wal`: in the
@@ -77,6 +79,16 @@ request = function()
   return wrk.format(nil, prefix .. counter .. query)
 end
 LUA
+cat >"$work/get.lua" <<'LUA'
+-- GET 64 keys round robin; the path prefix is args[1], the query args[2].
+local prefix, query
+local counter = 0
+init = function(args) prefix = args[1]; query = args[2] or "" end
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", prefix .. (counter % 64) .. query)
+end
+LUA
 cat >"$work/etcd.lua" <<'LUA'
 -- etcd v3 JSON gateway: PUT unique keys with 100-byte values (base64).
 local counter = 0
@@ -137,14 +149,33 @@ done
 for n in 1 2 3; do wait_ok "http://127.0.0.1:726$n/health"; done
 until curl -fsS -X PUT --data x "http://127.0.0.1:7261/v1/tables/warm/keys/k" >/dev/null 2>&1; do sleep 0.1; done
 
-for level in wal sync; do
+ratios=()
+for level in memory wal sync; do
   single=$(load http://127.0.0.1:7260 "$work/put.lua" "/v1/tables/bench/keys/k" "?durability=$level")
   # The cluster load goes to member 1, which forwards what it does not lead.
   cluster=$(load http://127.0.0.1:7261 "$work/put.lua" "/v1/tables/bench/keys/k" "?durability=$level")
   echo "ebb 1 node   $level: $single (req/s p50 p99 non-2xx)"
   echo "ebb 3 nodes  $level: $cluster"
   [ "$level" = sync ] && cluster_sync=$cluster
+  ratios+=("PUT $level: $(awk -v c="${cluster%% *}" -v s="${single%% *}" 'BEGIN {printf "%.2f", c / s}')")
 done
+# GET of 64 keys round robin (spread over the fragments, so on the cluster
+# some are led by member 1 and the rest are read through their leaders,
+# linearizably), the same requests on both sides.
+for base in http://127.0.0.1:7260 http://127.0.0.1:7261; do
+  for i in $(seq 0 63); do curl -fsS -X PUT --data-binary "$(printf 'x%.0s' $(seq 100))" "$base/v1/tables/reads/keys/r$i" >/dev/null; done
+done
+single=$(load http://127.0.0.1:7260 "$work/get.lua" "/v1/tables/reads/keys/r")
+cluster=$(load http://127.0.0.1:7261 "$work/get.lua" "/v1/tables/reads/keys/r")
+echo "ebb 1 node   GET: $single (req/s p50 p99 non-2xx)"
+echo "ebb 3 nodes  GET: $cluster"
+ratios+=("GET: $(awk -v c="${cluster%% *}" -v s="${single%% *}" 'BEGIN {printf "%.2f", c / s}')")
+# Follower reads: with R = 3 on three members, member 1 holds every
+# fragment and answers from its replica when it lags by at most 1 s.
+stale=$(load http://127.0.0.1:7261 "$work/get.lua" "/v1/tables/reads/keys/r" "?max_staleness_ms=1000")
+echo "ebb 3 nodes  GET ?max_staleness_ms=1000: $stale"
+ratios+=("GET with max_staleness_ms=1000: $(awk -v c="${stale%% *}" -v s="${single%% *}" 'BEGIN {printf "%.2f", c / s}')")
+echo "3 members / 1 node (measured, not a goal): $(IFS=,; echo "${ratios[*]}" | sed 's/,/, /g')"
 # Every member holds the same records (one read per member).
 for n in 1 2 3; do
   curl -fsS -X POST "http://127.0.0.1:726$n/v1/sql" -d '{"sql":"SELECT count(*) FROM bench"}' | sed "s/^/member $n: /"; echo

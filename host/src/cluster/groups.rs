@@ -45,6 +45,10 @@ pub(super) struct Replica {
     /// every write acknowledged before then is in this replica (see
     /// `Cluster::read_within`). `None` until the first linearizable read.
     pub(super) confirmed: parking_lot::Mutex<Option<Instant>>,
+    /// Held while this node asks for a read index of the fragment: one
+    /// round at a time, which serves every read that arrived before it was
+    /// asked for (see `Cluster::linearize`).
+    pub(super) asking: tokio::sync::Mutex<()>,
 }
 
 /// The groups of this node and the way to other members.
@@ -160,6 +164,7 @@ impl Cluster {
                             state,
                             group,
                             confirmed: parking_lot::Mutex::new(None),
+                            asking: tokio::sync::Mutex::new(()),
                         },
                     );
                 }
