@@ -217,192 +217,110 @@ mod tests {
         let fast = Routes::with_keys(router(a.clone()), a.clone());
         let routed = Routes::router(router(b.clone()));
         let big = vec![b'x'; 2 << 20];
-        type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, Vec<u8>);
+        let (all, some) = (Some("Bearer all"), Some("Bearer some"));
+        let (none_match, bad_match) = ([("if-none-match", "*")], [("if-match", "junk")]);
+        let old_match = [("if-match", "1.0@n0")];
+        // (method, path, authorization, other headers, body)
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            Option<&'a str>,
+            &'a [(&'a str, &'a str)],
+            &'a [u8],
+        );
         let cases: Vec<Case> = vec![
-            (
-                "PUT",
-                "/v1/tables/open/keys/a",
-                vec![("authorization", "Bearer all")],
-                b"one".to_vec(),
-            ),
+            ("PUT", "/v1/tables/open/keys/a", all, &[], b"one"),
+            ("GET", "/v1/tables/open/keys/a", all, &[], b""),
+            ("GET", "/v1/tables/open/keys/a", None, &[], b""),
             (
                 "GET",
                 "/v1/tables/open/keys/a",
-                vec![("authorization", "Bearer all")],
-                vec![],
+                Some("Bearer wrong"),
+                &[],
+                b"",
             ),
-            ("GET", "/v1/tables/open/keys/a", vec![], vec![]),
-            (
-                "GET",
-                "/v1/tables/open/keys/a",
-                vec![("authorization", "Bearer wrong")],
-                vec![],
-            ),
-            (
-                "GET",
-                "/v1/tables/open/keys/a",
-                vec![("authorization", "Bearer some")],
-                vec![],
-            ),
-            (
-                "GET",
-                "/v1/tables/shut/keys/a",
-                vec![("authorization", "Bearer some")],
-                vec![],
-            ),
-            (
-                "PUT",
-                "/v1/tables/shut/keys/a",
-                vec![("authorization", "Bearer some")],
-                b"x".to_vec(),
-            ),
-            (
-                "GET",
-                "/v1/tables/open/keys/missing",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
+            ("GET", "/v1/tables/open/keys/a", some, &[], b""),
+            ("GET", "/v1/tables/shut/keys/a", some, &[], b""),
+            ("PUT", "/v1/tables/shut/keys/a", some, &[], b"x"),
+            ("GET", "/v1/tables/open/keys/missing", all, &[], b""),
             (
                 "GET",
                 "/v1/tables/open/keys/a?max_staleness_ms=10",
-                vec![("authorization", "Bearer all")],
-                vec![],
+                all,
+                &[],
+                b"",
             ),
-            (
-                "GET",
-                "/v1/tables/open/keys/a?bogus=1",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
+            ("GET", "/v1/tables/open/keys/a?bogus=1", all, &[], b""),
             (
                 "GET",
                 "/v1/tables/open/keys/a?max_staleness_ms=soon",
-                vec![("authorization", "Bearer all")],
-                vec![],
+                all,
+                &[],
+                b"",
             ),
-            (
-                "GET",
-                "/v1/tables/Bad!Name/keys/a",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
+            ("GET", "/v1/tables/Bad!Name/keys/a", all, &[], b""),
             (
                 "PUT",
                 "/v1/tables/open/keys/b?ttl_ms=60000&durability=memory",
-                vec![("authorization", "Bearer all")],
-                b"two".to_vec(),
+                all,
+                &[],
+                b"two",
             ),
-            (
-                "GET",
-                "/v1/tables/open/keys/b",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
+            ("GET", "/v1/tables/open/keys/b", all, &[], b""),
             (
                 "PUT",
                 "/v1/tables/open/keys/b?ttl_ms=1&expires_at_ms=2",
-                vec![("authorization", "Bearer all")],
-                b"x".to_vec(),
+                all,
+                &[],
+                b"x",
             ),
             (
                 "PUT",
                 "/v1/tables/open/keys/b?durability=later",
-                vec![("authorization", "Bearer all")],
-                b"x".to_vec(),
+                all,
+                &[],
+                b"x",
             ),
-            (
-                "PUT",
-                "/v1/tables/open/keys/c",
-                vec![("authorization", "Bearer all"), ("if-none-match", "*")],
-                b"new".to_vec(),
-            ),
-            (
-                "PUT",
-                "/v1/tables/open/keys/c",
-                vec![("authorization", "Bearer all"), ("if-none-match", "*")],
-                b"again".to_vec(),
-            ),
-            (
-                "PUT",
-                "/v1/tables/open/keys/c",
-                vec![("authorization", "Bearer all"), ("if-match", "1.0@n0")],
-                b"x".to_vec(),
-            ),
-            (
-                "PUT",
-                "/v1/tables/open/keys/c",
-                vec![("authorization", "Bearer all"), ("if-match", "junk")],
-                b"x".to_vec(),
-            ),
-            (
-                "PUT",
-                "/v1/tables/open/keys/d",
-                vec![("authorization", "Bearer all")],
-                big,
-            ),
-            (
-                "DELETE",
-                "/v1/tables/open/keys/c",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
-            (
-                "DELETE",
-                "/v1/tables/open/keys/c",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
+            ("PUT", "/v1/tables/open/keys/c", all, &none_match, b"new"),
+            ("PUT", "/v1/tables/open/keys/c", all, &none_match, b"again"),
+            ("PUT", "/v1/tables/open/keys/c", all, &old_match, b"x"),
+            ("PUT", "/v1/tables/open/keys/c", all, &bad_match, b"x"),
+            ("PUT", "/v1/tables/open/keys/d", all, &[], &big),
+            ("DELETE", "/v1/tables/open/keys/c", all, &[], b""),
+            ("DELETE", "/v1/tables/open/keys/c", all, &[], b""),
             (
                 "DELETE",
                 "/v1/tables/open/keys/a?durability=sync",
-                vec![("authorization", "Bearer some")],
-                vec![],
+                some,
+                &[],
+                b"",
             ),
-            (
-                "DELETE",
-                "/v1/tables/open/keys/a?bogus",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
-            (
-                "GET",
-                "/v1/tables/open/keys/a",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
+            ("DELETE", "/v1/tables/open/keys/a?bogus", all, &[], b""),
+            ("GET", "/v1/tables/open/keys/a", all, &[], b""),
             // Not fast: the router answers both.
-            (
-                "GET",
-                "/v1/tables/open/keys/a%20b",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
+            ("GET", "/v1/tables/open/keys/a%20b", all, &[], b""),
             (
                 "PATCH",
                 "/v1/tables/open/keys/b",
-                vec![("authorization", "Bearer all")],
-                br#"{"ttl_ms": null}"#.to_vec(),
+                all,
+                &[],
+                br#"{"ttl_ms": null}"#,
             ),
-            (
-                "POST",
-                "/v1/tables/open/keys/b",
-                vec![("authorization", "Bearer all")],
-                vec![],
-            ),
+            ("POST", "/v1/tables/open/keys/b", all, &[], b""),
         ];
         let max_value = a.node.config().max_value_bytes;
         assert!(max_value < 2 << 20, "the big value is past the value limit");
-        for (method, uri, headers, body) in cases {
+        for (method, uri, token, headers, body) in cases {
             let request = || {
                 let mut request = axum::http::Request::builder().method(method).uri(uri);
-                for (name, value) in &headers {
+                for (name, value) in token.map(|t| ("authorization", t)).iter().chain(headers) {
                     request = request.header(*name, *value);
                 }
-                request.body(Body::from(body.clone())).unwrap()
+                request.body(Body::from(body.to_vec())).unwrap()
             };
             let one = seen(fast.clone().call(request()).await).await;
             let other = seen(routed.clone().call(request()).await).await;
-            assert_eq!(one, other, "{method} {uri} {headers:?}");
+            assert_eq!(one, other, "{method} {uri} {token:?} {headers:?}");
         }
         a.draining.store(true, std::sync::atomic::Ordering::Release);
         b.draining.store(true, std::sync::atomic::Ordering::Release);
