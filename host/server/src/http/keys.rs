@@ -29,7 +29,6 @@ pub struct Routes {
 }
 
 /// The key handlers the fast path serves.
-#[derive(Clone, Copy)]
 enum KeyMethod {
     Get,
     Put,
@@ -76,21 +75,20 @@ impl Routes {
         };
         let request = request.map(Body::new);
         fronted(&app, Some(KEY_ROUTE), request, |request: Request| async {
-            let answer = match method {
-                KeyMethod::Get => match params(&request) {
-                    Ok(params) => kv::get(&app, &table, &key, params).await,
-                    Err(error) => Err(error),
-                },
-                KeyMethod::Put => match params(&request) {
-                    Ok(params) => kv::put(&app, &table, &key, params, request).await,
-                    Err(error) => Err(error),
-                },
-                KeyMethod::Delete => match params(&request) {
-                    Ok(params) => kv::delete(&app, &table, &key, params, request.headers()).await,
-                    Err(error) => Err(error),
-                },
+            let answer = async {
+                match method {
+                    KeyMethod::Get => kv::get(&app, &table, &key, params(&request)?).await,
+                    KeyMethod::Put => {
+                        let params = params(&request)?;
+                        kv::put(&app, &table, &key, params, request).await
+                    }
+                    KeyMethod::Delete => {
+                        let params = params(&request)?;
+                        kv::delete(&app, &table, &key, params, request.headers()).await
+                    }
+                }
             };
-            answer.into_response()
+            answer.await.into_response()
         })
         .await
     }
@@ -154,9 +152,9 @@ mod tests {
     }
 
     /// What a comparison looks at: status, the headers ebb sets, and the
-    /// body, with versions (which differ between nodes) blanked. Not
-    /// `content-length`, which the router sets and hyper sets on the wire
-    /// for a body of known size when it is missing.
+    /// body, with versions and times (which differ between nodes)
+    /// blanked. Not `content-length`, which the router sets and hyper sets
+    /// on the wire for a body of known size when it is missing.
     async fn seen(response: Response) -> (StatusCode, Vec<(String, String)>, String) {
         let status = response.status();
         let mut headers: Vec<(String, String)> = response
@@ -165,10 +163,10 @@ mod tests {
             .filter(|(name, _)| !["date", "content-length"].contains(&name.as_str()))
             .map(|(name, value)| {
                 let value = value.to_str().unwrap().to_string();
-                let value = if name == "ebb-version" {
-                    "V".into()
-                } else {
-                    value
+                let value = match name.as_str() {
+                    "ebb-version" => "V".into(),
+                    "ebb-expires-at" | "ebb-staleness-ms" => "T".into(),
+                    _ => value,
                 };
                 (name.to_string(), value)
             })
@@ -180,8 +178,11 @@ mod tests {
         let body = blank_versions(&String::from_utf8_lossy(&body));
         let body = match serde_json::from_str::<serde_json::Value>(&body) {
             Ok(serde_json::Value::Object(mut fields)) => {
-                if let Some(value) = fields.get_mut("version_ms") {
-                    *value = serde_json::Value::from("V");
+                // A TTL's deadline depends on the millisecond it is resolved.
+                for field in ["version_ms", "expires_at_ms"] {
+                    if let Some(value) = fields.get_mut(field).filter(|v| v.is_number()) {
+                        *value = serde_json::Value::from("T");
+                    }
                 }
                 serde_json::Value::Object(fields).to_string()
             }
