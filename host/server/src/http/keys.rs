@@ -221,7 +221,7 @@ mod tests {
         let (all, some) = (Some("Bearer all"), Some("Bearer some"));
         let (none_match, bad_match) = ([("if-none-match", "*")], [("if-match", "junk")]);
         let old_match = [("if-match", "1.0@n0")];
-        // (method, path, authorization, other headers, body)
+        // (method, path under /v1/tables/, authorization, other headers, body)
         type Case<'a> = (
             &'a str,
             &'a str,
@@ -230,89 +230,54 @@ mod tests {
             &'a [u8],
         );
         let cases: Vec<Case> = vec![
-            ("PUT", "/v1/tables/open/keys/a", all, &[], b"one"),
-            ("GET", "/v1/tables/open/keys/a", all, &[], b""),
-            ("GET", "/v1/tables/open/keys/a", None, &[], b""),
-            (
-                "GET",
-                "/v1/tables/open/keys/a",
-                Some("Bearer wrong"),
-                &[],
-                b"",
-            ),
-            ("GET", "/v1/tables/open/keys/a", some, &[], b""),
-            ("GET", "/v1/tables/shut/keys/a", some, &[], b""),
-            ("PUT", "/v1/tables/shut/keys/a", some, &[], b"x"),
-            ("GET", "/v1/tables/open/keys/missing", all, &[], b""),
-            (
-                "GET",
-                "/v1/tables/open/keys/a?max_staleness_ms=10",
-                all,
-                &[],
-                b"",
-            ),
-            ("GET", "/v1/tables/open/keys/a?bogus=1", all, &[], b""),
-            (
-                "GET",
-                "/v1/tables/open/keys/a?max_staleness_ms=soon",
-                all,
-                &[],
-                b"",
-            ),
-            ("GET", "/v1/tables/Bad!Name/keys/a", all, &[], b""),
+            ("PUT", "open/keys/a", all, &[], b"one"),
+            ("GET", "open/keys/a", all, &[], b""),
+            ("GET", "open/keys/a", None, &[], b""),
+            ("GET", "open/keys/a", Some("Bearer wrong"), &[], b""),
+            ("GET", "open/keys/a", some, &[], b""),
+            ("GET", "shut/keys/a", some, &[], b""),
+            ("PUT", "shut/keys/a", some, &[], b"x"),
+            ("GET", "open/keys/missing", all, &[], b""),
+            ("GET", "open/keys/a?max_staleness_ms=10", all, &[], b""),
+            ("GET", "open/keys/a?bogus=1", all, &[], b""),
+            ("GET", "open/keys/a?max_staleness_ms=soon", all, &[], b""),
+            ("GET", "Bad!Name/keys/a", all, &[], b""),
             (
                 "PUT",
-                "/v1/tables/open/keys/b?ttl_ms=60000&durability=memory",
+                "open/keys/b?ttl_ms=60000&durability=memory",
                 all,
                 &[],
                 b"two",
             ),
-            ("GET", "/v1/tables/open/keys/b", all, &[], b""),
+            ("GET", "open/keys/b", all, &[], b""),
             (
                 "PUT",
-                "/v1/tables/open/keys/b?ttl_ms=1&expires_at_ms=2",
+                "open/keys/b?ttl_ms=1&expires_at_ms=2",
                 all,
                 &[],
                 b"x",
             ),
-            (
-                "PUT",
-                "/v1/tables/open/keys/b?durability=later",
-                all,
-                &[],
-                b"x",
-            ),
-            ("PUT", "/v1/tables/open/keys/c", all, &none_match, b"new"),
-            ("PUT", "/v1/tables/open/keys/c", all, &none_match, b"again"),
-            ("PUT", "/v1/tables/open/keys/c", all, &old_match, b"x"),
-            ("PUT", "/v1/tables/open/keys/c", all, &bad_match, b"x"),
-            ("PUT", "/v1/tables/open/keys/d", all, &[], &big),
-            ("DELETE", "/v1/tables/open/keys/c", all, &[], b""),
-            ("DELETE", "/v1/tables/open/keys/c", all, &[], b""),
-            (
-                "DELETE",
-                "/v1/tables/open/keys/a?durability=sync",
-                some,
-                &[],
-                b"",
-            ),
-            ("DELETE", "/v1/tables/open/keys/a?bogus", all, &[], b""),
-            ("GET", "/v1/tables/open/keys/a", all, &[], b""),
+            ("PUT", "open/keys/b?durability=later", all, &[], b"x"),
+            ("PUT", "open/keys/c", all, &none_match, b"new"),
+            ("PUT", "open/keys/c", all, &none_match, b"again"),
+            ("PUT", "open/keys/c", all, &old_match, b"x"),
+            ("PUT", "open/keys/c", all, &bad_match, b"x"),
+            ("PUT", "open/keys/d", all, &[], &big),
+            ("DELETE", "open/keys/c", all, &[], b""),
+            ("DELETE", "open/keys/c", all, &[], b""),
+            ("DELETE", "open/keys/a?durability=sync", some, &[], b""),
+            ("DELETE", "open/keys/a?bogus", all, &[], b""),
+            ("GET", "open/keys/a", all, &[], b""),
             // Not fast: the router answers both.
-            ("GET", "/v1/tables/open/keys/a%20b", all, &[], b""),
-            (
-                "PATCH",
-                "/v1/tables/open/keys/b",
-                all,
-                &[],
-                br#"{"ttl_ms": null}"#,
-            ),
-            ("POST", "/v1/tables/open/keys/b", all, &[], b""),
+            ("GET", "open/keys/a%20b", all, &[], b""),
+            ("PATCH", "open/keys/b", all, &[], br#"{"ttl_ms": null}"#),
+            ("POST", "open/keys/b", all, &[], b""),
         ];
         let max_value = a.node.config().max_value_bytes;
         assert!(max_value < 2 << 20, "the big value is past the value limit");
-        for (method, uri, token, headers, body) in cases {
+        for (method, path, token, headers, body) in cases {
             let request = || {
+                let uri = format!("/v1/tables/{path}");
                 let mut request = axum::http::Request::builder().method(method).uri(uri);
                 for (name, value) in token.map(|t| ("authorization", t)).iter().chain(headers) {
                     request = request.header(*name, *value);
@@ -321,7 +286,7 @@ mod tests {
             };
             let one = seen(fast.clone().call(request()).await).await;
             let other = seen(routed.clone().call(request()).await).await;
-            assert_eq!(one, other, "{method} {uri} {token:?} {headers:?}");
+            assert_eq!(one, other, "{method} {path} {token:?} {headers:?}");
         }
         a.draining.store(true, std::sync::atomic::Ordering::Release);
         b.draining.store(true, std::sync::atomic::Ordering::Release);
