@@ -4,7 +4,7 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, RawQuery, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
@@ -104,6 +104,9 @@ pub fn parse_version(text: &str) -> Result<ebb_host::Version, ApiError> {
         .map_err(|e: ebb_host::InvalidVersion| ApiError::invalid_request(e.to_string()))
 }
 
+/// The header that carries a record's version.
+const EBB_VERSION: HeaderName = HeaderName::from_static("ebb-version");
+
 /// The `ebb-version` header of a version in its text form.
 fn version_header(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
@@ -150,25 +153,30 @@ pub(super) async fn put(
 }
 
 /// The answer to a put or a TTL change: the new version and deadline, the
-/// version also in `ebb-version`.
+/// version also in `ebb-version`. The body is what serializing
+/// `{"version", "version_ms", "expires_at_ms"}` with serde gives, written
+/// straight into one buffer (it is in every write's answer).
 fn written(version: &ebb_host::Version, expires_at_ms: Option<u64>) -> Response {
-    /// The body, serialized without building a JSON tree first.
-    #[derive(serde::Serialize)]
-    struct Written<'a> {
-        version: &'a str,
-        version_ms: u64,
-        expires_at_ms: Option<u64>,
+    let text = version.text();
+    let mut body = Vec::with_capacity(64 + text.len());
+    body.extend_from_slice(b"{\"version\":");
+    // The writer's name is any text: serde escapes it.
+    serde_json::to_writer(&mut body, &text).expect("writing to a Vec cannot fail");
+    body.extend_from_slice(b",\"version_ms\":");
+    body.extend_from_slice(itoa::Buffer::new().format(version.hlc_ms).as_bytes());
+    body.extend_from_slice(b",\"expires_at_ms\":");
+    match expires_at_ms {
+        Some(at) => body.extend_from_slice(itoa::Buffer::new().format(at).as_bytes()),
+        None => body.extend_from_slice(b"null"),
     }
-    let text = version.to_string();
-    let mut response = Json(Written {
-        version: &text,
-        version_ms: version.hlc_ms,
-        expires_at_ms,
-    })
-    .into_response();
-    response
-        .headers_mut()
-        .insert("ebb-version", version_header(&text));
+    body.push(b'}');
+    let mut response = Response::new(Body::from(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(EBB_VERSION, version_header(&text));
     response
 }
 
@@ -209,7 +217,7 @@ pub(super) async fn get(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
-    headers.insert("ebb-version", version_header(&entry.version.to_string()));
+    headers.insert(EBB_VERSION, version_header(&entry.version.text()));
     if let Some(at) = entry.expires_at_ms {
         headers.insert("ebb-expires-at", HeaderValue::from(at));
     }
@@ -249,11 +257,11 @@ pub(super) async fn delete(
     let table = app.node.table(table)?;
     match table.delete_with(key, options).await? {
         Some(version) => {
-            let text = version.to_string();
+            let text = version.text();
             let mut response = Json(json!({ "version": &text })).into_response();
             response
                 .headers_mut()
-                .insert("ebb-version", version_header(&text));
+                .insert(EBB_VERSION, version_header(&text));
             Ok(response)
         }
         None => Err(ApiError::not_found(format!(
@@ -366,4 +374,43 @@ pub async fn list_tables(
         })
         .collect();
     Ok(Json(json!({ "tables": tables })))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    /// The hand-written body of [`written`] is what serde writes.
+    #[tokio::test]
+    async fn a_write_answers_what_serde_would_write() {
+        #[derive(serde::Serialize)]
+        struct Written<'a> {
+            version: &'a str,
+            version_ms: u64,
+            expires_at_ms: Option<u64>,
+        }
+        let writers = ["n1", "a \"quoted\\ name\u{1}", "é"];
+        for (writer, expires_at_ms) in writers.into_iter().zip([None, Some(0), Some(u64::MAX)]) {
+            let version = ebb_host::Version {
+                hlc_ms: 1_767_225_600_000,
+                counter: 3,
+                writer: Arc::from(writer),
+            };
+            let response = written(&version, expires_at_ms);
+            assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let text = version.to_string();
+            let expected = serde_json::to_vec(&Written {
+                version: &text,
+                version_ms: version.hlc_ms,
+                expires_at_ms,
+            })
+            .unwrap();
+            assert_eq!(body, expected, "{writer:?}");
+        }
+    }
 }
