@@ -114,14 +114,26 @@ impl Partition {
     }
 
     /// Offer `record` for `key` under last-writer-wins.
+    ///
+    /// One descent of the index: the record goes in first, and in the rare
+    /// case that what it replaced wins, that goes back and nothing else
+    /// (counts, side indexes, revision) changes.
     pub fn apply(&mut self, key: &str, record: &Record) -> ApplyOutcome {
-        if let Some(current) = self.records.get(key)
-            && !record.wins_over_parts(&current.version(), current.is_tombstone())
-        {
+        let entry = Entry::new(key, record);
+        let Some(previous) = self.records.insert(entry.clone()) else {
+            self.index(&entry);
+            self.revision += 1;
+            return ApplyOutcome::Applied { previous: None };
+        };
+        if !record.wins_over_parts(&previous.version(), previous.is_tombstone()) {
+            self.records.insert(previous);
             return ApplyOutcome::Superseded;
         }
+        self.index(&entry);
+        self.unindex(&previous);
+        self.revision += 1;
         ApplyOutcome::Applied {
-            previous: self.insert(Entry::new(key, record)),
+            previous: Some(previous),
         }
     }
 
@@ -329,9 +341,12 @@ mod tests {
             ApplyOutcome::Applied { previous: None }
         ));
         assert_eq!(p.revision(), 1);
-        assert_eq!(put(&mut p, "a", 5, None), ApplyOutcome::Superseded);
+        let bytes = p.memory_bytes();
+        assert_eq!(put(&mut p, "a", 5, Some(50)), ApplyOutcome::Superseded);
         assert_eq!(p.revision(), 1, "a losing write changes nothing");
         assert_eq!(p.get("a").unwrap().value(), b"a@10");
+        assert_eq!((p.memory_bytes(), p.live_count()), (bytes, 1));
+        assert_eq!(p.earliest_deadline(), None, "nor the deadlines");
         assert!(matches!(
             put(&mut p, "a", 11, None),
             ApplyOutcome::Applied { previous: Some(_) }
