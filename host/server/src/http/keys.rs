@@ -100,10 +100,51 @@ impl Routes {
     }
 }
 
-/// `request`'s query parameters, read as the router's `Query` extractor
-/// reads them.
-fn params<T: serde::de::DeserializeOwned>(request: &Request) -> Result<T, ApiError> {
-    query(Query::try_from_uri(request.uri()))
+/// Query parameters a key request reads, set straight from plain
+/// `name=value` pairs ([`params`]).
+pub(super) trait PlainParams: Default + serde::de::DeserializeOwned {
+    /// Set `name` to `value`; false when the name is unknown or already
+    /// set, or the value does not parse.
+    fn set(&mut self, name: &str, value: &str) -> bool;
+}
+
+/// Put `value` in the empty `slot`; false when the slot is taken or there
+/// is no value.
+pub(super) fn set_once<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
+    match (slot.is_none(), value) {
+        (true, Some(value)) => {
+            *slot = Some(value);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `request`'s query parameters, as the router's `Query` extractor reads
+/// them. A query of plain pairs (no percent-escapes, `+`, empty pairs,
+/// unknown or repeated names, or values that do not parse) is read
+/// directly; any other goes through `Query`, which also words the errors.
+fn params<T: PlainParams>(request: &Request) -> Result<T, ApiError> {
+    let plain = request.uri().query().map_or(Some(T::default()), plain);
+    match plain {
+        Some(params) => Ok(params),
+        None => query(Query::try_from_uri(request.uri())),
+    }
+}
+
+/// The parameters of `query` when it is plain pairs, else `None`.
+fn plain<T: PlainParams>(query: &str) -> Option<T> {
+    if query.contains(['%', '+']) {
+        return None;
+    }
+    let mut params = T::default();
+    for pair in query.split('&') {
+        let (name, value) = pair.split_once('=')?;
+        if !params.set(name, value) {
+            return None;
+        }
+    }
+    Some(params)
 }
 
 /// The table and key of a path of [`KEY_ROUTE`], when both are non-empty
@@ -363,5 +404,65 @@ mod tests {
         ] {
             assert_eq!(key_path(path), None, "{path}");
         }
+    }
+
+    /// The key routes' parameters read from `q` (`?...` or nothing) as
+    /// the fast path reads them and as `Query` reads them, printed.
+    fn both<T: PlainParams + std::fmt::Debug>(q: &str) -> (String, String) {
+        let uri: axum::http::Uri = format!("/v1/tables/t/keys/k{q}").parse().unwrap();
+        let request = Request::builder()
+            .uri(uri.clone())
+            .body(Body::empty())
+            .unwrap();
+        let show = |read: Result<T, ApiError>| match read {
+            Ok(params) => format!("{params:?}"),
+            Err(error) => format!("error {}", error.message),
+        };
+        (
+            show(params::<T>(&request)),
+            show(query(Query::<T>::try_from_uri(&uri))),
+        )
+    }
+
+    #[test]
+    fn plain_queries_read_as_the_query_extractor_reads_them() {
+        use super::kv::{GetParams, PutParams, WriteParams};
+        let queries = [
+            "",
+            "?",
+            "?durability=memory",
+            "?durability=",
+            "?durability=a=b",
+            "?ttl_ms=5&durability=wal",
+            "?ttl_ms=05&expires_at_ms=18446744073709551615",
+            "?ttl_ms=18446744073709551616",
+            "?ttl_ms=-1",
+            "?ttl_ms=",
+            "?ttl_ms=1&ttl_ms=2",
+            "?durability=wal&&ttl_ms=1",
+            "?durability",
+            "?nope=1",
+            "?durability=me%6Dory",
+            "?durability=a+b",
+            "?max_staleness_ms=1000",
+            "?max_staleness_ms=x",
+        ];
+        for q in queries {
+            let (fast, general) = both::<PutParams>(q);
+            assert_eq!(fast, general, "PUT {q}");
+            let (fast, general) = both::<WriteParams>(q);
+            assert_eq!(fast, general, "DELETE {q}");
+            let (fast, general) = both::<GetParams>(q);
+            assert_eq!(fast, general, "GET {q}");
+        }
+        // The plain forms really are read directly.
+        for q in [
+            "durability=memory",
+            "ttl_ms=5&expires_at_ms=7&durability=wal",
+        ] {
+            assert!(plain::<PutParams>(q).is_some(), "{q}");
+        }
+        assert!(plain::<GetParams>("max_staleness_ms=1000").is_some());
+        assert!(plain::<PutParams>("durability=me%6Dory").is_none());
     }
 }

@@ -11,13 +11,14 @@ use serde_json::json;
 
 use super::body::{no_params, path, query, read_limited};
 use super::error::ApiError;
+use super::keys::{PlainParams, set_once};
 use super::{App, AppState};
 use ebb_host::clock::now_ms;
 use ebb_host::names::NameError;
 use ebb_host::write::{Condition, Durability, Expiry, PutOptions, WriteOptions};
 
 /// Query parameters of `PUT /v1/tables/{t}/keys/{k}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PutParams {
     ttl_ms: Option<u64>,
@@ -26,19 +27,42 @@ pub struct PutParams {
 }
 
 /// Query parameters of `DELETE` and batch routes.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WriteParams {
     pub(crate) durability: Option<String>,
 }
 
 /// Query parameters of `GET /v1/tables/{t}/keys/{k}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GetParams {
     /// In a cluster, how old the answer may be (see docs/cluster.md,
     /// "Follower reads"); absent: linearizable.
     max_staleness_ms: Option<u64>,
+}
+
+impl PlainParams for PutParams {
+    fn set(&mut self, name: &str, value: &str) -> bool {
+        match name {
+            "ttl_ms" => set_once(&mut self.ttl_ms, value.parse().ok()),
+            "expires_at_ms" => set_once(&mut self.expires_at_ms, value.parse().ok()),
+            "durability" => set_once(&mut self.durability, Some(value.to_owned())),
+            _ => false,
+        }
+    }
+}
+
+impl PlainParams for WriteParams {
+    fn set(&mut self, name: &str, value: &str) -> bool {
+        name == "durability" && set_once(&mut self.durability, Some(value.to_owned()))
+    }
+}
+
+impl PlainParams for GetParams {
+    fn set(&mut self, name: &str, value: &str) -> bool {
+        name == "max_staleness_ms" && set_once(&mut self.max_staleness_ms, value.parse().ok())
+    }
 }
 
 /// Parse a durability name (default `wal`).
