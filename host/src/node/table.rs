@@ -118,9 +118,8 @@ impl Table {
         let mut staleness = Duration::ZERO;
         if let Some(cluster) = &self.node.inner.cluster {
             if !cluster.holds(fragment) {
-                let found = cluster
-                    .get_remote(fragment, &self.name, &Arc::from(key))
-                    .await?;
+                let found =
+                    Box::pin(cluster.get_remote(fragment, &self.name, &Arc::from(key))).await?;
                 let entry = found.map(|(value, version, expires_at_ms)| Entry {
                     value,
                     version,
@@ -129,9 +128,9 @@ impl Table {
                 return Ok(Read { entry, staleness });
             }
             staleness = match max_staleness {
-                Some(bound) => cluster.read_within(fragment, bound).await?,
+                Some(bound) => Box::pin(cluster.read_within(fragment, bound)).await?,
                 None => {
-                    cluster.linearize(fragment).await?;
+                    Box::pin(cluster.linearize(fragment)).await?;
                     Duration::ZERO
                 }
             };
@@ -218,7 +217,7 @@ impl Table {
             return items.iter().map(|_| Err(Error::ShuttingDown)).collect();
         };
         if self.node.inner.cluster.is_some() {
-            return self.replicate_batch(items, durability).await;
+            return Box::pin(self.replicate_batch(items, durability)).await;
         }
         let applied = futures::future::join_all(items.into_iter().map(|item| async move {
             let (key, mutation) = self.batch_mutation(item.op)?;
@@ -277,8 +276,10 @@ impl Table {
         durability: Durability,
     ) -> Result<Option<Version>, Error> {
         let outcome = if self.node.inner.cluster.is_some() {
-            self.replicate(key, mutation, &condition, durability)
-                .await?
+            // Boxed, as every cluster path here: the cluster's futures are
+            // large, and inline they would make every single-node write's
+            // future (and each HTTP connection's) as large.
+            Box::pin(self.replicate(key, mutation, &condition, durability)).await?
         } else {
             let (fragment, outcome) = self.submit(key, mutation, condition).await?;
             if let WriteOutcome::Applied { seq, .. } = &outcome {

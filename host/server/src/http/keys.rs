@@ -4,8 +4,6 @@
 //! matching, extensions and boxed services; every other request goes to
 //! the router.
 
-use std::pin::Pin;
-
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, Request};
@@ -77,23 +75,19 @@ impl Routes {
         };
         let request = request.map(Body::new);
         fronted(&app, Some(KEY_ROUTE), request, |request: Request| async {
-            // Boxed, as the router boxes its handlers: the handlers' futures
-            // nest deep enough to reach rustc's layout depth limit inside
-            // the connection's future otherwise.
-            let answer: Pin<Box<dyn Future<Output = Result<Response, ApiError>> + Send + '_>> =
-                Box::pin(async {
-                    match method {
-                        KeyMethod::Get => kv::get(&app, &table, &key, params(&request)?).await,
-                        KeyMethod::Put => {
-                            let params = params(&request)?;
-                            kv::put(&app, &table, &key, params, request).await
-                        }
-                        KeyMethod::Delete => {
-                            let params = params(&request)?;
-                            kv::delete(&app, &table, &key, params, request.headers()).await
-                        }
+            let answer = async {
+                match method {
+                    KeyMethod::Get => kv::get(&app, &table, &key, params(&request)?).await,
+                    KeyMethod::Put => {
+                        let params = params(&request)?;
+                        kv::put(&app, &table, &key, params, request).await
                     }
-                });
+                    KeyMethod::Delete => {
+                        let params = params(&request)?;
+                        kv::delete(&app, &table, &key, params, request.headers()).await
+                    }
+                }
+            };
             answer.await.into_response()
         })
         .await
