@@ -64,6 +64,43 @@ pub fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> 
     })
 }
 
+/// Query parameters that can be set straight from plain `name=value`
+/// pairs ([`plain`]), as the key fast path reads them.
+pub trait PlainParams: Default + serde::de::DeserializeOwned {
+    /// Set `name` to `value`; false when the name is unknown or already
+    /// set, or the value does not parse.
+    fn set(&mut self, name: &str, value: &str) -> bool;
+}
+
+/// Put `value` in the empty `slot`; false when the slot is taken or there
+/// is no value.
+pub fn set_once<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
+    match (slot.is_none(), value) {
+        (true, Some(value)) => {
+            *slot = Some(value);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The parameters of `query` when it is plain pairs: no percent-escapes,
+/// `+` or empty pairs, every name known and given once, every value
+/// parsing; else `None`, and `Query` should read it (and word the error).
+pub fn plain<T: PlainParams>(query: &str) -> Option<T> {
+    if query.contains(['%', '+']) {
+        return None;
+    }
+    let mut params = T::default();
+    for pair in query.split('&') {
+        let (name, value) = pair.split_once('=')?;
+        if !params.set(name, value) {
+            return None;
+        }
+    }
+    Some(params)
+}
+
 /// Refuse any query parameter on a route that takes none: 400
 /// `invalid_request` naming them (as sent, still percent-encoded).
 pub fn no_params(query: RawQuery) -> Result<(), ApiError> {

@@ -11,7 +11,7 @@ use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use tower_service::Service;
 
-use super::body::query;
+use super::body::{PlainParams, plain, query};
 use super::error::ApiError;
 use super::{AppState, fronted, kv};
 
@@ -94,26 +94,6 @@ impl Routes {
     }
 }
 
-/// Query parameters a key request reads, set straight from plain
-/// `name=value` pairs ([`params`]).
-pub(super) trait PlainParams: Default + serde::de::DeserializeOwned {
-    /// Set `name` to `value`; false when the name is unknown or already
-    /// set, or the value does not parse.
-    fn set(&mut self, name: &str, value: &str) -> bool;
-}
-
-/// Put `value` in the empty `slot`; false when the slot is taken or there
-/// is no value.
-pub(super) fn set_once<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
-    match (slot.is_none(), value) {
-        (true, Some(value)) => {
-            *slot = Some(value);
-            true
-        }
-        _ => false,
-    }
-}
-
 /// `request`'s query parameters, as the router's `Query` extractor reads
 /// them. A query of plain pairs (no percent-escapes, `+`, empty pairs,
 /// unknown or repeated names, or values that do not parse) is read
@@ -124,21 +104,6 @@ fn params<T: PlainParams>(request: &Request) -> Result<T, ApiError> {
         Some(params) => Ok(params),
         None => query(Query::try_from_uri(request.uri())),
     }
-}
-
-/// The parameters of `query` when it is plain pairs, else `None`.
-fn plain<T: PlainParams>(query: &str) -> Option<T> {
-    if query.contains(['%', '+']) {
-        return None;
-    }
-    let mut params = T::default();
-    for pair in query.split('&') {
-        let (name, value) = pair.split_once('=')?;
-        if !params.set(name, value) {
-            return None;
-        }
-    }
-    Some(params)
 }
 
 /// The table and key of a path of [`KEY_ROUTE`], when both are non-empty

@@ -9,9 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::body::{no_params, path, query, read_limited};
+use super::body::{PlainParams, no_params, path, query, read_limited, set_once};
 use super::error::ApiError;
-use super::keys::{PlainParams, set_once};
 use super::{App, AppState};
 use ebb_host::clock::now_ms;
 use ebb_host::names::NameError;
