@@ -102,8 +102,36 @@ impl Committer {
     }
 }
 
+/// How long the writer thread goes without a request, after a write,
+/// before it flushes the memtables that are worth it.
+const IDLE_FLUSH_AFTER: Duration = Duration::from_secs(1);
+/// Least bytes a family's memtable holds for an idle flush: under
+/// sporadic writes, smaller ones would make many small table files.
+const IDLE_FLUSH_MIN_BYTES: u64 = 1 << 20;
+
 fn run(store: &dyn KvStore, queue: mpsc::Receiver<Arc<dyn CommitSource>>) {
-    while let Ok(first) = queue.recv() {
+    // Whether a group was written since the last idle flush.
+    let mut written = false;
+    loop {
+        let first = if written {
+            match queue.recv_timeout(IDLE_FLUSH_AFTER) {
+                Ok(first) => first,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    written = false;
+                    if let Err(error) = store.flush_idle(IDLE_FLUSH_MIN_BYTES) {
+                        tracing::warn!(%error, "cannot flush idle memtables; they flush when full");
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        } else {
+            match queue.recv() {
+                Ok(first) => first,
+                Err(_) => return,
+            }
+        };
+        written = true;
         let mut sources = vec![first];
         while sources.len() < MAX_GROUP_SOURCES {
             match queue.try_recv() {
@@ -348,5 +376,79 @@ mod tests {
         assert_eq!(store.record_count(), 2);
         committer.close();
         assert!(matches!(committer.request(fine), Err(StoreError::Closed)));
+    }
+
+    /// A source whose one batch holds `records` records of 1 KiB values.
+    struct Bulk {
+        records: usize,
+        taken: std::sync::atomic::AtomicBool,
+        finished: std::sync::atomic::AtomicBool,
+    }
+
+    impl CommitSource for Bulk {
+        fn take(&self) -> Taken {
+            use std::sync::atomic::Ordering;
+            let mut batch = StoreBatch::default();
+            if !self.taken.swap(true, Ordering::SeqCst) {
+                let table = TableName::new("t").unwrap();
+                batch.records = (0..self.records)
+                    .map(|i| StoredRecord {
+                        fragment: 0,
+                        table: table.clone(),
+                        key: Arc::from(format!("k{i}")),
+                        record: Record::live(
+                            Version {
+                                hlc_ms: 1,
+                                counter: i as u64,
+                                writer: Arc::from("w"),
+                            },
+                            bytes::Bytes::from(vec![b'v'; 1024]),
+                            None,
+                        ),
+                    })
+                    .collect();
+            }
+            Taken {
+                batch,
+                through: 1,
+                sync: false,
+            }
+        }
+
+        fn finish(&self, _: u64, outcome: &Result<(), StoreError>, _: bool, _: Duration) {
+            assert!(outcome.is_ok(), "{outcome:?}");
+            self.finished
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn memtables_are_flushed_once_writes_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::RocksStore::open(dir.path()).unwrap();
+        let committer = Committer::start(store.clone()).unwrap();
+        let memtables = || store.stats().unwrap().memtable_bytes;
+        // 1.5 MiB of records: past the idle flush's floor, far below a
+        // memtable's size, so only the idle flush empties it.
+        let bulk = Arc::new(Bulk {
+            records: 1536,
+            taken: Default::default(),
+            finished: Default::default(),
+        });
+        let started = Instant::now();
+        committer.request(bulk.clone()).unwrap();
+        until(|| bulk.finished.load(std::sync::atomic::Ordering::SeqCst));
+        let written = memtables();
+        assert!(
+            written >= IDLE_FLUSH_MIN_BYTES,
+            "{written} bytes in memtables"
+        );
+        until(|| memtables() < IDLE_FLUSH_MIN_BYTES / 4);
+        assert!(
+            started.elapsed() >= IDLE_FLUSH_AFTER,
+            "flushed only once idle, after {:?}",
+            started.elapsed()
+        );
+        committer.close();
     }
 }

@@ -4,8 +4,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options,
-    ReadOptions, WriteBatch, WriteOptions,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Direction, FlushOptions, IteratorMode,
+    Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 use super::layout::{decode_loaded, encode_record_key, fragment_prefix};
@@ -243,6 +243,25 @@ impl KvStore for RocksStore {
             self.db.flush_cf(self.family(name)?).map_err(engine)?;
         }
         Ok(())
+    }
+
+    fn flush_idle(&self, min_bytes: u64) -> Result<u64, StoreError> {
+        let mut options = FlushOptions::default();
+        options.set_wait(false);
+        let mut started = 0;
+        for name in FAMILIES {
+            let family = self.family(name)?;
+            let bytes = self
+                .db
+                .property_int_value_cf(family, "rocksdb.cur-size-active-mem-table")
+                .map_err(engine)?
+                .unwrap_or(0);
+            if bytes >= min_bytes {
+                self.db.flush_cf_opt(family, &options).map_err(engine)?;
+                started += bytes;
+            }
+        }
+        Ok(started)
     }
 
     fn write_entries(&self, writes: &[FamilyWrite], sync: bool) -> Result<(), StoreError> {
