@@ -62,7 +62,9 @@ pub(crate) const NOT_TAKEN: u64 = u64::MAX;
 /// each group a task wake-up and a reply per fragment.
 ///
 /// The thread owns no data: a failed group is reported to each source,
-/// which keeps its batch for the next request.
+/// which keeps its batch for the next request. Once writes stop for
+/// [`IDLE_FLUSH_AFTER`], it starts a background flush of the store's large
+/// memtables ([`KvStore::flush_idle`]).
 pub(crate) struct Committer {
     requests: parking_lot::RwLock<Option<mpsc::Sender<Arc<dyn CommitSource>>>>,
     thread: parking_lot::Mutex<Option<thread::JoinHandle<()>>>,
