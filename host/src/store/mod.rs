@@ -222,12 +222,11 @@ pub trait KvStore: Send + Sync + 'static {
     /// Start flushing, in the background, the memtables of each family
     /// that hold at least `min_bytes`: the writer thread calls it once
     /// writes have stopped for a while. Records are served from memory, so
-    /// a memtable only repeats recent writes in resident memory. Returns
-    /// the bytes whose flush started; a store without memtables does
-    /// nothing.
-    fn flush_idle(&self, min_bytes: u64) -> Result<u64, StoreError> {
+    /// a memtable only repeats recent writes in resident memory. A store
+    /// without memtables does nothing.
+    fn flush_idle(&self, min_bytes: u64) -> Result<(), StoreError> {
         let _ = min_bytes;
-        Ok(0)
+        Ok(())
     }
 
     /// Apply `writes` (to any families but `records`) as one atomic write,

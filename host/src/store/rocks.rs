@@ -245,10 +245,9 @@ impl KvStore for RocksStore {
         Ok(())
     }
 
-    fn flush_idle(&self, min_bytes: u64) -> Result<u64, StoreError> {
+    fn flush_idle(&self, min_bytes: u64) -> Result<(), StoreError> {
         let mut options = FlushOptions::default();
         options.set_wait(false);
-        let mut started = 0;
         for name in FAMILIES {
             let family = self.family(name)?;
             let bytes = self
@@ -258,10 +257,9 @@ impl KvStore for RocksStore {
                 .unwrap_or(0);
             if bytes >= min_bytes {
                 self.db.flush_cf_opt(family, &options).map_err(engine)?;
-                started += bytes;
             }
         }
-        Ok(started)
+        Ok(())
     }
 
     fn write_entries(&self, writes: &[FamilyWrite], sync: bool) -> Result<(), StoreError> {
