@@ -517,8 +517,10 @@ impl PartialOrd for Entry {
 }
 
 impl Ord for Entry {
+    /// By key, in `str`'s order ([`super::key_order::compare_keys`]).
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(other.key())
+        super::key_order::compare_keys(self.key().as_bytes(), other.key().as_bytes())
     }
 }
 

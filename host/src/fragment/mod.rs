@@ -6,8 +6,8 @@
 //! crate uses. Lower files never name higher ones:
 //!
 //! - leaves: `error` (the runtime's errors), `pool` (priorities and
-//!   admission), `entry` (one record in one allocation), then `partition`
-//!   (one table's records);
+//!   admission), `key_order` (how the index compares keys), `entry` (one
+//!   record in one allocation), then `partition` (one table's records);
 //! - `flush` (the write buffer on its way to the store), then `state` (the
 //!   fragment's partitions and buffer), `expiry` (due-record conversion)
 //!   and `purge` (removing old tombstones);
@@ -25,6 +25,7 @@ mod expiry;
 pub(crate) mod flush;
 mod handle;
 mod health;
+mod key_order;
 pub(crate) mod partition;
 mod periodic;
 pub(crate) mod pool;

@@ -1,12 +1,15 @@
 //! One table's records inside one fragment: the ordered key index, its expiry
 //! deadlines and standing tombstones, revision and incarnation.
 
+use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::ops::RangeBounds;
 
+use equivalent::{Comparable, Equivalent};
 use imbl::OrdSet;
 
 use super::entry::Entry;
+use super::key_order::compare_keys;
 use crate::record::{Record, Version};
 
 /// Result of offering a record to a partition.
@@ -25,6 +28,36 @@ pub enum ApplyOutcome {
 /// (reversed from the back).
 pub type EntryRange<'a> = imbl::ordset::RangedIter<'a, Entry, imbl::shared_ptr::DefaultSharedPtr>;
 
+/// A key looked up in the index, compared with entries by [`compare_keys`].
+/// The index's own order ([`Ord for Entry`](Entry)) is the same
+/// function, so lookups and inserts agree.
+#[repr(transparent)]
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct KeyProbe(str);
+
+impl KeyProbe {
+    /// `key` as a probe (no copy).
+    fn new(key: &str) -> &KeyProbe {
+        // SAFETY: `KeyProbe` is `repr(transparent)` over `str`, so the
+        // pointer casts between two layouts that are the same.
+        unsafe { &*(key as *const str as *const KeyProbe) }
+    }
+}
+
+impl Equivalent<Entry> for KeyProbe {
+    #[inline]
+    fn equivalent(&self, entry: &Entry) -> bool {
+        self.0.as_bytes() == entry.key().as_bytes()
+    }
+}
+
+impl Comparable<Entry> for KeyProbe {
+    #[inline]
+    fn compare(&self, entry: &Entry) -> Ordering {
+        compare_keys(self.0.as_bytes(), entry.key().as_bytes())
+    }
+}
+
 /// A consistent, immutable view of a partition. Taking one is O(1): the
 /// ordered index is persistent and shares structure with the live partition.
 #[derive(Clone, Debug)]
@@ -42,7 +75,11 @@ impl PartitionSnapshot {
     /// Every entry (tombstones included) whose key is in `range`, in key
     /// order (reversed from the back).
     pub fn range<R: RangeBounds<str>>(&self, range: R) -> EntryRange<'_> {
-        self.records.range::<R, str>(range)
+        let bounds = (
+            range.start_bound().map(KeyProbe::new),
+            range.end_bound().map(KeyProbe::new),
+        );
+        self.records.range::<_, KeyProbe>(bounds)
     }
 
     /// All entries, tombstones included.
@@ -111,7 +148,7 @@ impl Partition {
 
     /// The current entry of `key`, tombstones and expired values included.
     pub fn get(&self, key: &str) -> Option<&Entry> {
-        self.records.get(key)
+        self.records.get(KeyProbe::new(key))
     }
 
     /// Offer `record` for `key` under last-writer-wins.
@@ -229,12 +266,15 @@ impl Partition {
         version: &Version,
         cutoff_ms: u64,
     ) -> Option<Entry> {
-        let entry = self.records.get(key)?;
+        let entry = self.records.get(KeyProbe::new(key))?;
         let since = entry.tombstone_since_ms()?;
         if since > cutoff_ms || entry.version() != *version {
             return None;
         }
-        let entry = self.records.remove(key).expect("found above");
+        let entry = self
+            .records
+            .remove(KeyProbe::new(key))
+            .expect("found above");
         let removed = self.tombstones.remove(&(since, entry.clone()));
         debug_assert!(removed, "a standing tombstone is in the tombstone index");
         self.bytes -= footprint(&entry);

@@ -123,12 +123,18 @@ pub(crate) struct PartitionInfo {
     pub(crate) revision: u64,
 }
 
+/// A fragment's partitions by table.
+type Partitions = HashMap<TableName, Arc<RwLock<Partition>>, foldhash::fast::RandomState>;
+
 /// Shared state of one fragment. Partition locks are held only for in-memory
 /// work (never across I/O or `.await`), so readers and writers never wait on
 /// the store.
 pub(crate) struct FragmentState {
     id: FragmentId,
-    partitions: RwLock<HashMap<TableName, Arc<RwLock<Partition>>>>,
+    /// By table. Every read, write and snapshot looks its table up here,
+    /// so the map hashes with foldhash rather than SipHash: table names
+    /// come from authenticated callers and are bounded in length.
+    partitions: RwLock<Partitions>,
     persistence: Arc<Persistence>,
     clock: Arc<HybridClock>,
     expiry_wake: ExpiryWake,
@@ -314,7 +320,11 @@ impl FragmentState {
 
     /// A consistent view of `table`'s partition at `now_ms`, if it exists.
     pub(crate) fn snapshot(&self, table: &TableName, now_ms: u64) -> Option<PartitionSnapshot> {
-        self.partition(table).map(|p| p.read().snapshot_at(now_ms))
+        // The map's lock, then the partition's: the order `replace_all`
+        // takes them in.
+        let partitions = self.partitions.read();
+        let snapshot = partitions.get(table)?.read().snapshot_at(now_ms);
+        Some(snapshot)
     }
 
     /// The earliest deadline over all partitions of this fragment.
