@@ -145,7 +145,9 @@ pub(crate) async fn run(
             to_skip -= 1;
             continue;
         }
-        sink.push(row.values).await?;
+        if let Some(values) = sink.push_now(row.values)? {
+            sink.push(values).await?;
+        }
         returned += 1;
     }
 }

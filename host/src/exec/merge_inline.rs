@@ -247,7 +247,9 @@ pub(crate) async fn run(
         _ => None,
     };
     let mut last: Option<&str> = None;
-    let mut batch: Vec<ScanRow<'_>> = Vec::with_capacity(BATCH);
+    // Sized by the first batch's rows wanted (a LIMIT 10 page touches 10
+    // rows' worth, not `BATCH`).
+    let mut batch: Vec<ScanRow<'_>> = Vec::new();
     let mut out = PageOutput::default();
     let end = loop {
         let wanted = plan
@@ -264,6 +266,7 @@ pub(crate) async fn run(
             .unwrap_or(usize::MAX)
             .clamp(1, BATCH);
         sink.reserve(want);
+        batch.reserve(want);
         // Once a walk stopped short of its next record, no row may follow:
         // that record could come first.
         while batch.len() < want && !bounded {
@@ -306,7 +309,9 @@ pub(crate) async fn run(
                     progress.to_skip -= 1;
                     continue;
                 }
-                sink.push(values).await?;
+                if let Some(values) = sink.push_now(values)? {
+                    sink.push(values).await?;
+                }
                 progress.returned += 1;
             }
             if full {
@@ -341,7 +346,9 @@ pub(crate) async fn run(
                 progress.to_skip -= 1;
                 continue;
             }
-            sink.push(row.values).await?;
+            if let Some(values) = sink.push_now(row.values)? {
+                sink.push(values).await?;
+            }
             progress.returned += 1;
         }
         if full {

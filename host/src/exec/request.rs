@@ -320,7 +320,9 @@ impl<'a> Query<'a> {
                 let positions = scan::positions(&scans);
                 return Ok(Some(sealer.seal(positions, emitted)));
             }
-            sink.push(row).await?;
+            if let Some(row) = sink.push_now(row)? {
+                sink.push(row).await?;
+            }
         }
         Ok(None)
     }

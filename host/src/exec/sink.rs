@@ -71,13 +71,37 @@ impl Sink {
         }
     }
 
-    /// Hand on one row.
-    pub(crate) async fn push(&mut self, row: Vec<Value>) -> Result<(), QueryError> {
+    /// Hand on `row` if that needs no waiting: a page always takes it, a
+    /// stream when its channel has room. `Ok(Some(row))` gives the row back
+    /// for [`Self::push`] to wait with; the query's own loops call this
+    /// first, so a row that goes straight through builds no future (an
+    /// `async` call per row copied its state, a few hundred bytes, twice).
+    #[inline]
+    pub(crate) fn push_now(&mut self, row: Vec<Value>) -> Result<Option<Vec<Value>>, QueryError> {
         match self {
             Sink::Page { rows, bytes } => {
                 *bytes += row_bytes(&row);
                 rows.push(row);
+                Ok(None)
             }
+            Sink::Stream { rows, sent } => match rows.try_send(row) {
+                Ok(()) => {
+                    *sent += 1;
+                    Ok(None)
+                }
+                Err(mpsc::error::TrySendError::Full(row)) => Ok(Some(row)),
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(QueryError::Cancelled),
+            },
+        }
+    }
+
+    /// Hand on one row, waiting for room in a stream.
+    pub(crate) async fn push(&mut self, row: Vec<Value>) -> Result<(), QueryError> {
+        let Some(row) = self.push_now(row)? else {
+            return Ok(());
+        };
+        match self {
+            Sink::Page { .. } => unreachable!("a page takes every row at once"),
             Sink::Stream { rows, sent } => {
                 rows.send(row).await.map_err(|_| QueryError::Cancelled)?;
                 *sent += 1;
@@ -125,10 +149,23 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_takes_every_row_and_fails_cancelled_once_its_receiver_is_gone() {
-        let (tx, rx) = mpsc::channel(1);
+        let (tx, mut rx) = mpsc::channel(1);
         let mut sink = Sink::Stream { rows: tx, sent: 0 };
         assert!(sink.has_room(&text(1 << 20), 1, 1).unwrap());
-        sink.push(text(1)).await.unwrap();
+        assert!(
+            sink.push_now(text(1)).unwrap().is_none(),
+            "the channel had room"
+        );
+        let back = sink.push_now(text(2)).unwrap();
+        assert_eq!(back, Some(text(2)), "a full channel gives the row back");
+        let waiting = tokio::spawn(async move {
+            sink.push(text(2)).await.unwrap();
+            sink
+        });
+        assert_eq!(rx.recv().await, Some(text(1)));
+        assert_eq!(rx.recv().await, Some(text(2)), "push waited for room");
+        let mut sink = waiting.await.unwrap();
+        assert!(matches!(sink, Sink::Stream { sent: 2, .. }));
         drop(rx);
         assert!(matches!(
             sink.push(text(1)).await,
