@@ -251,7 +251,15 @@ impl FragmentState {
         origin: Origin,
         now_ms: u64,
     ) -> Result<Proposal, BacklogFull> {
-        let current = partition.get(key).filter(|e| e.is_visible_at(now_ms));
+        // An unconditional put decides nothing from the key's current
+        // record, so it skips that descent of the index (the merge on apply
+        // descends once anyway).
+        let current = if *condition == Condition::Always && matches!(mutation, Mutation::Put { .. })
+        {
+            None
+        } else {
+            partition.get(key).filter(|e| e.is_visible_at(now_ms))
+        };
         let current_version = current.map(|entry| entry.version());
         if !holds(condition, current_version.as_ref()) {
             return Ok(Proposal::Done(WriteOutcome::ConditionFailed {
