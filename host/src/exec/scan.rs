@@ -92,7 +92,13 @@ pub(crate) async fn open(
     let table = TableName::new(&plan.logical.table).ok();
     let mut scans = Vec::with_capacity(plan.fragments.len());
     for &fragment in &plan.fragments {
-        let (snapshot, remote, revision, incarnation, visible) = match opened.remove(&fragment) {
+        // (An empty map is not asked: removing hashes the key first.)
+        let elsewhere = if opened.is_empty() {
+            None
+        } else {
+            opened.remove(&fragment)
+        };
+        let (snapshot, remote, revision, incarnation, visible) = match elsewhere {
             Some(o) => (None, o.remote, o.revision, o.incarnation, o.visible),
             None => {
                 let snapshot = table.as_ref().and_then(|table| {
