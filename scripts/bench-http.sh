@@ -11,7 +11,10 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-5s}
 ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-32}
-THREADS=${THREADS:-1}
+# Two wrk threads: one could not load the floor's GETs on a 2-core EPYC
+# (14-21 % of the CPU idle, 94-100 k req/s against 112-123 k with two),
+# which squeezed every ratio toward 1 (BENCHMARKS.md, 2026-12-05).
+THREADS=${THREADS:-2}
 
 ./scripts/need-wrk.sh
 
