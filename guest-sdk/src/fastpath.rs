@@ -54,8 +54,26 @@ pub(crate) fn answer(registry: &Registry, request: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The general path's checks of one decoded row: argument count, then no
-/// value without a field.
+/// value without a field. The passing case is inlined into the row loop;
+/// building the message is not.
+#[inline(always)]
 fn check_row(
+    qualified: &str,
+    index: usize,
+    args: &[ValueRef<'_>],
+    empty_at: Option<usize>,
+    arg_count: i32,
+) -> Result<(), String> {
+    if (arg_count < 0 || args.len() == arg_count as usize) && empty_at.is_none() {
+        return Ok(());
+    }
+    row_error(qualified, index, args, empty_at, arg_count)
+}
+
+/// The message of a row that fails [`check_row`].
+#[cold]
+#[inline(never)]
+fn row_error(
     qualified: &str,
     index: usize,
     args: &[ValueRef<'_>],

@@ -62,7 +62,11 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint (at most 10 bytes).
-    #[inline]
+    ///
+    /// The one-byte case is always inlined, the rest is a call: nearly
+    /// every key and length on the per-row path is one byte, and a wasm
+    /// build left the whole function out of line, a call per key.
+    #[inline(always)]
     pub fn varint(&mut self) -> Result<u64, Malformed> {
         if let Some(&byte) = self.bytes.first()
             && byte < 0x80
@@ -70,6 +74,12 @@ impl<'a> Reader<'a> {
             self.bytes = &self.bytes[1..];
             return Ok(u64::from(byte));
         }
+        self.varint_long()
+    }
+
+    /// [`Reader::varint`] past its one-byte case.
+    #[inline(never)]
+    fn varint_long(&mut self) -> Result<u64, Malformed> {
         let mut value = 0u64;
         for (i, byte) in self.bytes.iter().enumerate().take(10) {
             // The tenth byte holds bit 63 alone: more would not fit a u64
