@@ -112,7 +112,9 @@ pub(crate) async fn open(
                 (snapshot, None, revision, incarnation, visible)
             }
         };
-        let mut scan = Scan {
+        // Pushed first and set in place: a scan is a few hundred bytes, and
+        // building it apart copied it into the vector (twice) per partition.
+        scans.push(Scan {
             fragment,
             snapshot,
             remote,
@@ -124,7 +126,8 @@ pub(crate) async fn open(
             buffer: VecDeque::new(),
             emitted_to: None,
             budget: plan.first_page_visits,
-        };
+        });
+        let scan = scans.last_mut().expect("a scan was just pushed");
         if let Some(previous) = resumes.get(&fragment) {
             if plan.consistency == Consistency::Guarded
                 && (previous.revision, previous.incarnation) != (revision, incarnation)
@@ -143,7 +146,6 @@ pub(crate) async fn open(
         if scan.snapshot.is_none() && scan.remote.is_none() {
             scan.done = true;
         }
-        scans.push(scan);
     }
     if merge {
         // Every partition continues after the last key returned (in the
