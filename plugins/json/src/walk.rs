@@ -25,15 +25,12 @@ pub fn extract(doc: &[u8], steps: &[Step]) -> Option<Json> {
 /// valid JSON or the path does not exist.
 #[inline]
 pub fn locate(doc: &[u8], steps: &[Step]) -> Option<Range<usize>> {
-    let mut scanner = Scanner {
-        bytes: doc,
-        at: 0,
-        depth: 0,
-    };
-    scanner.whitespace();
-    let found = scanner.value(steps).ok()?;
-    scanner.whitespace();
-    if scanner.at != doc.len() {
+    // Positions must stay below the escape mark (a quarter of the address
+    // space: a document that large cannot be in memory).
+    assert!(doc.len() < ESCAPED, "a JSON document of {} bytes", doc.len());
+    let mut found = None;
+    let at = value(doc, whitespace(doc, 0), 0, steps, &mut found);
+    if at == INVALID || whitespace(doc, at) != doc.len() {
         return None;
     }
     found
@@ -160,260 +157,379 @@ fn short_decimal(bytes: &[u8]) -> Option<f64> {
     Some(if negative { -x } else { x })
 }
 
-/// The document is not valid JSON.
-struct Invalid;
+/// What the scanning functions return instead of a position when the
+/// document is not valid JSON. Positions are returned by value, not kept in
+/// a struct behind a reference: in the sandbox a field behind a reference
+/// lives in linear memory, and every read of the next byte then waited on
+/// two loads before its own (the struct's address, spilled, then the
+/// field), where a value stays in a register.
+const INVALID: usize = usize::MAX;
 
-/// One pass over a document.
-struct Scanner<'a> {
-    bytes: &'a [u8],
-    at: usize,
-    depth: usize,
+/// Set in the position a string returns when its contents hold escapes.
+/// Positions stay far below it (a document fits in memory).
+const ESCAPED: usize = 1 << (usize::BITS - 2);
+
+/// The byte at `at`, if any.
+#[inline(always)]
+fn peek(bytes: &[u8], at: usize) -> Option<u8> {
+    bytes.get(at).copied()
 }
 
-impl Scanner<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.at).copied()
+/// Past the whitespace at `at`.
+#[inline(always)]
+fn whitespace(bytes: &[u8], at: usize) -> usize {
+    // Between tokens there is usually no space or one: checked without
+    // entering a loop (each loop pass costs an interruption check in the
+    // sandbox).
+    if !is_space(peek(bytes, at)) {
+        return at;
     }
-
-    fn whitespace(&mut self) {
-        // Between tokens there is usually no space or one: checked without
-        // entering a loop (each loop pass costs an interruption check in
-        // the sandbox).
-        if !is_space(self.peek()) {
-            return;
-        }
-        self.at += 1;
-        while is_space(self.peek()) {
-            self.at += 1;
-        }
+    let mut at = at + 1;
+    while is_space(peek(bytes, at)) {
+        at += 1;
     }
+    at
+}
 
-    fn expect(&mut self, byte: u8) -> Result<(), Invalid> {
-        if self.peek() == Some(byte) {
-            self.at += 1;
-            Ok(())
-        } else {
-            Err(Invalid)
-        }
+/// Past `byte` at `at`, or `INVALID`.
+#[inline(always)]
+fn expect(bytes: &[u8], at: usize, byte: u8) -> usize {
+    if peek(bytes, at) == Some(byte) {
+        at + 1
+    } else {
+        INVALID
     }
+}
 
-    /// The value here; with steps left, where the value at them lies.
-    fn value(&mut self, steps: &[Step]) -> Result<Option<Range<usize>>, Invalid> {
-        let Some((step, rest)) = steps.split_first() else {
-            let start = self.at;
-            self.skip_value()?;
-            return Ok(Some(start..self.at));
-        };
-        match self.peek() {
-            Some(b'{') => self.object(Some((step, rest))),
-            Some(b'[') => self.array(Some((step, rest))),
-            _ => self.skip_value().map(|()| None),
+/// The value at `at`; with steps left, where the value at them lies goes
+/// into `found` (left alone when the path does not exist). Past the value,
+/// or `INVALID`.
+fn value(
+    bytes: &[u8],
+    at: usize,
+    depth: usize,
+    steps: &[Step],
+    found: &mut Option<Range<usize>>,
+) -> usize {
+    let Some((step, rest)) = steps.split_first() else {
+        let end = skip_value(bytes, at, depth);
+        if end != INVALID {
+            *found = Some(at..end);
         }
+        return end;
+    };
+    match (peek(bytes, at), step) {
+        (Some(b'{'), Step::Key(key)) => find_in_object(bytes, at, depth, key, rest, found),
+        (Some(b'['), Step::Index(index)) => find_in_array(bytes, at, depth, *index, rest, found),
+        _ => skip_value(bytes, at, depth),
     }
+}
 
-    /// Validate one value and move past it.
-    fn skip_value(&mut self) -> Result<(), Invalid> {
-        match self.peek().ok_or(Invalid)? {
-            b'{' => self.object(None).map(drop),
-            b'[' => self.array(None).map(drop),
-            b'"' => self.string().map(drop),
-            b'-' | b'0'..=b'9' => self.number(),
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            _ => Err(Invalid),
+/// Validate the value at `at`: past it, or `INVALID`.
+fn skip_value(bytes: &[u8], at: usize, depth: usize) -> usize {
+    match peek(bytes, at) {
+        Some(b'{') => skip_object(bytes, at, depth),
+        Some(b'[') => skip_array(bytes, at, depth),
+        Some(b'"') => string_end(bytes, at),
+        Some(b'-' | b'0'..=b'9') => number(bytes, at),
+        Some(b't') => literal(bytes, at, b"true"),
+        Some(b'f') => literal(bytes, at, b"false"),
+        Some(b'n') => literal(bytes, at, b"null"),
+        _ => INVALID,
+    }
+}
+
+fn literal(bytes: &[u8], at: usize, word: &[u8]) -> usize {
+    if bytes[at..].starts_with(word) {
+        at + word.len()
+    } else {
+        INVALID
+    }
+}
+
+/// Past the digits at `at`.
+#[inline]
+fn digits(bytes: &[u8], mut at: usize) -> usize {
+    while at < bytes.len() && bytes[at].is_ascii_digit() {
+        at += 1;
+    }
+    at
+}
+
+/// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+#[inline]
+fn number(bytes: &[u8], mut at: usize) -> usize {
+    if peek(bytes, at) == Some(b'-') {
+        at += 1;
+    }
+    match peek(bytes, at) {
+        Some(b'0') => at += 1,
+        Some(b'1'..=b'9') => at = digits(bytes, at + 1),
+        _ => return INVALID,
+    }
+    if peek(bytes, at) == Some(b'.') {
+        let end = digits(bytes, at + 1);
+        if end == at + 1 {
+            return INVALID;
         }
+        at = end;
     }
-
-    fn literal(&mut self, word: &[u8]) -> Result<(), Invalid> {
-        if self.bytes[self.at..].starts_with(word) {
-            self.at += word.len();
-            Ok(())
-        } else {
-            Err(Invalid)
-        }
-    }
-
-    #[inline]
-    fn digits(&mut self) -> usize {
-        // On locals: the loop then keeps `at` in a register in the sandbox.
-        let (bytes, start) = (self.bytes, self.at);
-        let mut at = start;
-        while at < bytes.len() && bytes[at].is_ascii_digit() {
+    if let Some(b'e' | b'E') = peek(bytes, at) {
+        at += 1;
+        if let Some(b'+' | b'-') = peek(bytes, at) {
             at += 1;
         }
-        self.at = at;
-        at - start
+        let end = digits(bytes, at);
+        if end == at {
+            return INVALID;
+        }
+        at = end;
     }
+    at
+}
 
-    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
-    #[inline]
-    fn number(&mut self) -> Result<(), Invalid> {
-        if self.peek() == Some(b'-') {
-            self.at += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.at += 1,
-            Some(b'1'..=b'9') => {
-                self.digits();
-            }
-            _ => return Err(Invalid),
-        }
-        if self.peek() == Some(b'.') {
-            self.at += 1;
-            if self.digits() == 0 {
-                return Err(Invalid);
-            }
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.at += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.at += 1;
-            }
-            if self.digits() == 0 {
-                return Err(Invalid);
-            }
-        }
-        Ok(())
+/// The string at `at` (its opening quote): past its closing quote, with
+/// [`ESCAPED`] set when its contents hold escapes; or `INVALID`.
+#[inline(always)]
+fn string(bytes: &[u8], at: usize) -> usize {
+    if peek(bytes, at) != Some(b'"') {
+        return INVALID;
     }
-
-    /// A string; its raw contents (between the quotes) and whether they
-    /// hold escapes.
-    #[inline(always)]
-    fn string(&mut self) -> Result<(Range<usize>, bool), Invalid> {
-        self.expect(b'"')?;
-        let start = self.at;
-        let (mut escaped, mut ascii) = (false, true);
-        loop {
-            self.at = plain_end(self.bytes, self.at).ok_or(Invalid)?;
-            let byte = self.bytes[self.at];
-            self.at += 1;
-            match byte {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    match self.peek().ok_or(Invalid)? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 1,
-                        b'u' => {
-                            let hex = self.bytes.get(self.at + 1..self.at + 5).ok_or(Invalid)?;
-                            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                                return Err(Invalid);
-                            }
-                            self.at += 5;
+    let start = at + 1;
+    let mut at = start;
+    let (mut escaped, mut ascii) = (false, true);
+    loop {
+        let Some(special) = plain_end(bytes, at) else {
+            return INVALID;
+        };
+        let byte = bytes[special];
+        at = special + 1;
+        match byte {
+            b'"' => break,
+            b'\\' => {
+                escaped = true;
+                match peek(bytes, at) {
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => at += 1,
+                    Some(b'u') => {
+                        let Some(hex) = bytes.get(at + 1..at + 5) else {
+                            return INVALID;
+                        };
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return INVALID;
                         }
-                        _ => return Err(Invalid),
+                        at += 5;
                     }
+                    _ => return INVALID,
                 }
-                0..=0x1f => return Err(Invalid),
-                0x80.. => ascii = false,
-                _ => {}
             }
+            0..=0x1f => return INVALID,
+            0x80.. => ascii = false,
+            _ => {}
         }
-        let contents = start..self.at - 1;
-        if !ascii && std::str::from_utf8(&self.bytes[contents.clone()]).is_err() {
-            return Err(Invalid);
-        }
-        Ok((contents, escaped))
     }
-
-    /// An object member's key, compared with `wanted`.
-    fn key_is(&mut self, wanted: Option<&str>) -> Result<bool, Invalid> {
-        let quoted_start = self.at;
-        let (contents, escaped) = self.string()?;
-        if escaped {
-            // Rare: unescape exactly as serde_json does (and refuse what it
-            // refuses, such as lone surrogates).
-            let key: String =
-                serde_json::from_slice(&self.bytes[quoted_start..self.at]).map_err(|_| Invalid)?;
-            return Ok(wanted == Some(key.as_str()));
-        }
-        Ok(wanted.is_some_and(|key| key.as_bytes() == &self.bytes[contents]))
+    if !ascii && std::str::from_utf8(&bytes[start..at - 1]).is_err() {
+        return INVALID;
     }
+    if escaped { at | ESCAPED } else { at }
+}
 
-    fn enter(&mut self) -> Result<(), Invalid> {
-        self.depth += 1;
-        self.at += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(Invalid);
-        }
-        self.whitespace();
-        Ok(())
+/// [`string`] without the [`ESCAPED`] mark: past the string, or `INVALID`.
+#[inline(always)]
+fn string_end(bytes: &[u8], at: usize) -> usize {
+    let end = string(bytes, at);
+    if end == INVALID {
+        INVALID
+    } else {
+        end & !ESCAPED
     }
+}
 
-    /// An object; with a step, where the value at it (and the steps after
-    /// it) lies in the last member with the wanted key.
-    fn object(&mut self, step: Option<(&Step, &[Step])>) -> Result<Option<Range<usize>>, Invalid> {
-        self.enter()?;
-        let (wanted, rest) = match step {
-            Some((Step::Key(key), rest)) => (Some(key.as_str()), rest),
-            _ => (None, &[][..]),
+/// The object member key at `at`: past it, or `INVALID`; `matches` tells
+/// whether it is `wanted`.
+#[inline(always)]
+fn key_is(bytes: &[u8], at: usize, wanted: &str, matches: &mut bool) -> usize {
+    let end = string(bytes, at);
+    if end == INVALID {
+        return INVALID;
+    }
+    if end & ESCAPED == 0 {
+        *matches = wanted.as_bytes() == &bytes[at + 1..end - 1];
+        return end;
+    }
+    // Rare: unescape exactly as serde_json does (and refuse what it
+    // refuses, such as lone surrogates).
+    let end = end & !ESCAPED;
+    match serde_json::from_slice::<String>(&bytes[at..end]) {
+        Ok(key) => {
+            *matches = key == wanted;
+            end
+        }
+        Err(_) => INVALID,
+    }
+}
+
+/// Past the `{` or `[` at `at` and the whitespace after it, one level
+/// deeper; `None` past the nesting limit.
+#[inline(always)]
+fn enter(bytes: &[u8], at: usize, depth: usize) -> Option<(usize, usize)> {
+    let depth = depth + 1;
+    (depth <= MAX_DEPTH).then(|| (whitespace(bytes, at + 1), depth))
+}
+
+/// After a member or an element at `at`: past the `,` and the whitespace
+/// after it (`Some(true)`), or at the closing `close` (`Some(false)`);
+/// `None` for anything else.
+#[inline(always)]
+fn separator(bytes: &[u8], at: &mut usize, close: u8) -> Option<bool> {
+    *at = whitespace(bytes, *at);
+    match peek(bytes, *at) {
+        Some(b',') => {
+            *at = whitespace(bytes, *at + 1);
+            Some(true)
+        }
+        Some(byte) if byte == close => Some(false),
+        _ => None,
+    }
+}
+
+/// An object member's `:` and the whitespace around it, from the end of its
+/// key at `at`.
+#[inline(always)]
+fn colon(bytes: &[u8], at: usize) -> usize {
+    let at = expect(bytes, whitespace(bytes, at), b':');
+    if at == INVALID {
+        return INVALID;
+    }
+    whitespace(bytes, at)
+}
+
+/// Validate the object at `at`: past it, or `INVALID`.
+fn skip_object(bytes: &[u8], at: usize, depth: usize) -> usize {
+    let Some((mut at, depth)) = enter(bytes, at, depth) else {
+        return INVALID;
+    };
+    if peek(bytes, at) == Some(b'}') {
+        return at + 1;
+    }
+    loop {
+        at = string_end(bytes, at);
+        if at == INVALID {
+            return INVALID;
+        }
+        at = colon(bytes, at);
+        if at == INVALID {
+            return INVALID;
+        }
+        at = skip_value(bytes, at, depth);
+        if at == INVALID {
+            return INVALID;
+        }
+        match separator(bytes, &mut at, b'}') {
+            Some(true) => {}
+            Some(false) => return at + 1,
+            None => return INVALID,
+        }
+    }
+}
+
+/// The object at `at`, where the value at `key` (and the `rest` of the
+/// steps after it) lies going into `found`: the last member with that key
+/// decides, as a full parse keeps the last. Past the object, or `INVALID`.
+fn find_in_object(
+    bytes: &[u8],
+    at: usize,
+    depth: usize,
+    key: &str,
+    rest: &[Step],
+    found: &mut Option<Range<usize>>,
+) -> usize {
+    let Some((mut at, depth)) = enter(bytes, at, depth) else {
+        return INVALID;
+    };
+    if peek(bytes, at) == Some(b'}') {
+        return at + 1;
+    }
+    loop {
+        let mut matches = false;
+        at = key_is(bytes, at, key, &mut matches);
+        if at == INVALID {
+            return INVALID;
+        }
+        at = colon(bytes, at);
+        if at == INVALID {
+            return INVALID;
+        }
+        at = if matches {
+            // A later member with the key replaces what an earlier found.
+            *found = None;
+            value(bytes, at, depth, rest, found)
+        } else {
+            skip_value(bytes, at, depth)
         };
-        let mut found = None;
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            self.depth -= 1;
-            return Ok(None);
+        if at == INVALID {
+            return INVALID;
         }
-        loop {
-            let matches = self.key_is(wanted)?;
-            self.whitespace();
-            self.expect(b':')?;
-            self.whitespace();
-            if matches {
-                found = self.value(rest)?;
-            } else {
-                self.skip_value()?;
-            }
-            self.whitespace();
-            match self.peek() {
-                Some(b',') => {
-                    self.at += 1;
-                    self.whitespace();
-                }
-                Some(b'}') => break,
-                _ => return Err(Invalid),
-            }
+        match separator(bytes, &mut at, b'}') {
+            Some(true) => {}
+            Some(false) => return at + 1,
+            None => return INVALID,
         }
-        self.at += 1;
-        self.depth -= 1;
-        Ok(found)
     }
+}
 
-    /// An array; with a step, where the value at it (and the steps after
-    /// it) lies.
-    fn array(&mut self, step: Option<(&Step, &[Step])>) -> Result<Option<Range<usize>>, Invalid> {
-        self.enter()?;
-        let (wanted, rest) = match step {
-            Some((Step::Index(index), rest)) => (Some(*index), rest),
-            _ => (None, &[][..]),
+/// Validate the array at `at`: past it, or `INVALID`.
+fn skip_array(bytes: &[u8], at: usize, depth: usize) -> usize {
+    let Some((mut at, depth)) = enter(bytes, at, depth) else {
+        return INVALID;
+    };
+    if peek(bytes, at) == Some(b']') {
+        return at + 1;
+    }
+    loop {
+        at = skip_value(bytes, at, depth);
+        if at == INVALID {
+            return INVALID;
+        }
+        match separator(bytes, &mut at, b']') {
+            Some(true) => {}
+            Some(false) => return at + 1,
+            None => return INVALID,
+        }
+    }
+}
+
+/// The array at `at`, where the value at `index` (and the `rest` of the
+/// steps after it) lies going into `found`. Past the array, or `INVALID`.
+fn find_in_array(
+    bytes: &[u8],
+    at: usize,
+    depth: usize,
+    index: usize,
+    rest: &[Step],
+    found: &mut Option<Range<usize>>,
+) -> usize {
+    let Some((mut at, depth)) = enter(bytes, at, depth) else {
+        return INVALID;
+    };
+    if peek(bytes, at) == Some(b']') {
+        return at + 1;
+    }
+    let mut position = 0;
+    loop {
+        at = if position == index {
+            value(bytes, at, depth, rest, found)
+        } else {
+            skip_value(bytes, at, depth)
         };
-        let mut found = None;
-        if self.peek() == Some(b']') {
-            self.at += 1;
-            self.depth -= 1;
-            return Ok(None);
+        if at == INVALID {
+            return INVALID;
         }
-        let mut position = 0;
-        loop {
-            if Some(position) == wanted {
-                found = self.value(rest)?;
-            } else {
-                self.skip_value()?;
-            }
-            position += 1;
-            self.whitespace();
-            match self.peek() {
-                Some(b',') => {
-                    self.at += 1;
-                    self.whitespace();
-                }
-                Some(b']') => break,
-                _ => return Err(Invalid),
-            }
+        position += 1;
+        match separator(bytes, &mut at, b']') {
+            Some(true) => {}
+            Some(false) => return at + 1,
+            None => return INVALID,
         }
-        self.at += 1;
-        self.depth -= 1;
-        Ok(found)
     }
 }
 
