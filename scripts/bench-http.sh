@@ -2,14 +2,16 @@
 # HTTP load benchmark: wrk against `ebb serve` and against a bare axum server
 # (the HTTP floor) in the same run, printed side by side with ratios.
 # Loopback only; each run is bounded by DURATION. The floor and ebb run
-# interleaved, ROUNDS times (default 3): each round's ratio compares runs
+# interleaved, ROUNDS times (default 5): each round's ratio compares runs
 # seconds apart, and the table reports the median round, so a slow spell
-# of the machine during one run moves one round, not the headline.
+# of the machine during one run moves one round, not the headline. (With
+# three rounds, single rounds of one run spread from 0.58 to 0.80 and the
+# median with them: BENCHMARKS.md, 2026-12-05.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-5s}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 CONNECTIONS=${CONNECTIONS:-32}
 # Two wrk threads: one could not load the floor's GETs on a 2-core EPYC
 # (14-21 % of the CPU idle, 94-100 k req/s against 112-123 k with two),
