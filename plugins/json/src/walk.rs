@@ -27,7 +27,11 @@ pub fn extract(doc: &[u8], steps: &[Step]) -> Option<Json> {
 pub fn locate(doc: &[u8], steps: &[Step]) -> Option<Range<usize>> {
     // Positions must stay below the escape mark (a quarter of the address
     // space: a document that large cannot be in memory).
-    assert!(doc.len() < ESCAPED, "a JSON document of {} bytes", doc.len());
+    assert!(
+        doc.len() < ESCAPED,
+        "a JSON document of {} bytes",
+        doc.len()
+    );
     let mut found = None;
     let at = value(doc, whitespace(doc, 0), 0, steps, &mut found);
     if at == INVALID || whitespace(doc, at) != doc.len() {
@@ -403,8 +407,18 @@ fn colon(bytes: &[u8], at: usize) -> usize {
     whitespace(bytes, at)
 }
 
-/// Validate the object at `at`: past it, or `INVALID`.
-fn skip_object(bytes: &[u8], at: usize, depth: usize) -> usize {
+/// The object at `at`: each member's key read (and compared with `wanted`,
+/// when given), then its value read by `member(at, depth, matches)`, which
+/// returns past it. Past the object, or `INVALID`. Inlined into each form,
+/// so each runs its own loop.
+#[inline(always)]
+fn object(
+    bytes: &[u8],
+    at: usize,
+    depth: usize,
+    wanted: Option<&str>,
+    mut member: impl FnMut(usize, usize, bool) -> usize,
+) -> usize {
     let Some((mut at, depth)) = enter(bytes, at, depth) else {
         return INVALID;
     };
@@ -412,7 +426,11 @@ fn skip_object(bytes: &[u8], at: usize, depth: usize) -> usize {
         return at + 1;
     }
     loop {
-        at = string_end(bytes, at);
+        let mut matches = false;
+        at = match wanted {
+            Some(key) => key_is(bytes, at, key, &mut matches),
+            None => string_end(bytes, at),
+        };
         if at == INVALID {
             return INVALID;
         }
@@ -420,7 +438,7 @@ fn skip_object(bytes: &[u8], at: usize, depth: usize) -> usize {
         if at == INVALID {
             return INVALID;
         }
-        at = skip_value(bytes, at, depth);
+        at = member(at, depth, matches);
         if at == INVALID {
             return INVALID;
         }
@@ -430,6 +448,43 @@ fn skip_object(bytes: &[u8], at: usize, depth: usize) -> usize {
             None => return INVALID,
         }
     }
+}
+
+/// The array at `at`: each element read by `element(at, depth, position)`,
+/// which returns past it. Past the array, or `INVALID`.
+#[inline(always)]
+fn array(
+    bytes: &[u8],
+    at: usize,
+    depth: usize,
+    mut element: impl FnMut(usize, usize, usize) -> usize,
+) -> usize {
+    let Some((mut at, depth)) = enter(bytes, at, depth) else {
+        return INVALID;
+    };
+    if peek(bytes, at) == Some(b']') {
+        return at + 1;
+    }
+    let mut position = 0;
+    loop {
+        at = element(at, depth, position);
+        if at == INVALID {
+            return INVALID;
+        }
+        position += 1;
+        match separator(bytes, &mut at, b']') {
+            Some(true) => {}
+            Some(false) => return at + 1,
+            None => return INVALID,
+        }
+    }
+}
+
+/// Validate the object at `at`: past it, or `INVALID`.
+fn skip_object(bytes: &[u8], at: usize, depth: usize) -> usize {
+    object(bytes, at, depth, None, |at, depth, _| {
+        skip_value(bytes, at, depth)
+    })
 }
 
 /// The object at `at`, where the value at `key` (and the `rest` of the
@@ -443,59 +498,22 @@ fn find_in_object(
     rest: &[Step],
     found: &mut Option<Range<usize>>,
 ) -> usize {
-    let Some((mut at, depth)) = enter(bytes, at, depth) else {
-        return INVALID;
-    };
-    if peek(bytes, at) == Some(b'}') {
-        return at + 1;
-    }
-    loop {
-        let mut matches = false;
-        at = key_is(bytes, at, key, &mut matches);
-        if at == INVALID {
-            return INVALID;
-        }
-        at = colon(bytes, at);
-        if at == INVALID {
-            return INVALID;
-        }
-        at = if matches {
+    object(bytes, at, depth, Some(key), |at, depth, matches| {
+        if matches {
             // A later member with the key replaces what an earlier found.
             *found = None;
             value(bytes, at, depth, rest, found)
         } else {
             skip_value(bytes, at, depth)
-        };
-        if at == INVALID {
-            return INVALID;
         }
-        match separator(bytes, &mut at, b'}') {
-            Some(true) => {}
-            Some(false) => return at + 1,
-            None => return INVALID,
-        }
-    }
+    })
 }
 
 /// Validate the array at `at`: past it, or `INVALID`.
 fn skip_array(bytes: &[u8], at: usize, depth: usize) -> usize {
-    let Some((mut at, depth)) = enter(bytes, at, depth) else {
-        return INVALID;
-    };
-    if peek(bytes, at) == Some(b']') {
-        return at + 1;
-    }
-    loop {
-        at = skip_value(bytes, at, depth);
-        if at == INVALID {
-            return INVALID;
-        }
-        match separator(bytes, &mut at, b']') {
-            Some(true) => {}
-            Some(false) => return at + 1,
-            None => return INVALID,
-        }
-    }
+    array(bytes, at, depth, |at, depth, _| {
+        skip_value(bytes, at, depth)
+    })
 }
 
 /// The array at `at`, where the value at `index` (and the `rest` of the
@@ -508,29 +526,13 @@ fn find_in_array(
     rest: &[Step],
     found: &mut Option<Range<usize>>,
 ) -> usize {
-    let Some((mut at, depth)) = enter(bytes, at, depth) else {
-        return INVALID;
-    };
-    if peek(bytes, at) == Some(b']') {
-        return at + 1;
-    }
-    let mut position = 0;
-    loop {
-        at = if position == index {
+    array(bytes, at, depth, |at, depth, position| {
+        if position == index {
             value(bytes, at, depth, rest, found)
         } else {
             skip_value(bytes, at, depth)
-        };
-        if at == INVALID {
-            return INVALID;
         }
-        position += 1;
-        match separator(bytes, &mut at, b']') {
-            Some(true) => {}
-            Some(false) => return at + 1,
-            None => return INVALID,
-        }
-    }
+    })
 }
 
 #[cfg(test)]
