@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use openraft::storage::IOFlushed;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 
 use super::types::TypeConfig;
@@ -38,8 +38,10 @@ pub struct LogWriter {
 }
 
 struct Inner {
-    /// `None` once closed.
-    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    /// `None` once closed. Senders share the read lock: a send may wake
+    /// the writer thread (a system call), and under a mutex every other
+    /// group's append waited (spinning, then yielding) behind that wake-up.
+    jobs: RwLock<Option<mpsc::Sender<Job>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -52,7 +54,7 @@ impl LogWriter {
             .spawn(move || run(store.as_ref(), queue))?;
         Ok(Self {
             inner: Arc::new(Inner {
-                jobs: Mutex::new(Some(jobs)),
+                jobs: RwLock::new(Some(jobs)),
                 thread: Mutex::new(Some(thread)),
             }),
         })
@@ -81,7 +83,7 @@ impl LogWriter {
             written,
             flushed,
         };
-        let sent = match self.inner.jobs.lock().as_ref() {
+        let sent = match self.inner.jobs.read().as_ref() {
             Some(jobs) => jobs.send(job),
             None => Err(mpsc::SendError(job)),
         };
@@ -100,7 +102,7 @@ impl LogWriter {
     /// store failure shows in the next request that waits.
     pub(crate) fn submit(&self, writes: Vec<FamilyWrite>) {
         let (written, _) = oneshot::channel();
-        if let Some(jobs) = self.inner.jobs.lock().as_ref() {
+        if let Some(jobs) = self.inner.jobs.read().as_ref() {
             let _ = jobs.send(Job {
                 writes,
                 sync: false,
@@ -113,7 +115,7 @@ impl LogWriter {
 
 impl Inner {
     fn close(&self) {
-        drop(self.jobs.lock().take());
+        drop(self.jobs.write().take());
         if let Some(thread) = self.thread.lock().take() {
             let _ = thread.join();
         }
