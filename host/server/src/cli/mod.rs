@@ -269,14 +269,30 @@ fn if_match(version: Option<&str>) -> Vec<(&'static str, &str)> {
     version.map(|v| ("if-match", v)).into_iter().collect()
 }
 
+/// The log filter when `RUST_LOG` is not set: openraft at `warn`, except
+/// the modules that warn of each failed heartbeat and replication attempt
+/// (their siblings that warn of contract violations stay at `warn`).
+const DEFAULT_LOG: &str = concat!(
+    "info,openraft=warn",
+    ",openraft::core::heartbeat::worker=error",
+    ",openraft::engine::handler::replication_handler=error",
+    ",openraft::replication=error",
+    ",openraft::replication::stream_state=warn",
+    ",openraft::replication::snapshot_transmitter=warn",
+    ",openraft::replication::replication_handle=warn",
+);
+
 /// Parse the arguments and run; the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                // openraft narrates every election and vote at info.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
+                // openraft narrates every election and vote at info, and
+                // warns of every failed heartbeat and replication attempt
+                // (one line per group per heartbeat while a member is down);
+                // the cluster transport logs each member's link instead.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
@@ -710,6 +726,75 @@ fn token(command: TokenCommand) -> ExitCode {
             }
             println!("{}", ebb_host::hex::encode(&tokens::hash(text.trim())));
             ExitCode::SUCCESS
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::DEFAULT_LOG;
+
+    /// Counts the events that pass the filter.
+    struct Count(Arc<AtomicUsize>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Count {
+        fn on_event(&self, _: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a warning of `target` passes the default filter.
+    fn warns(target: &'static str) -> bool {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let filter =
+            tracing_subscriber::EnvFilter::try_new(DEFAULT_LOG).expect("the default filter parses");
+        let subscriber = tracing_subscriber::registry()
+            .with(filter)
+            .with(Count(seen.clone()));
+        tracing::subscriber::with_default(subscriber, || match target {
+            "openraft::core::heartbeat::worker" => {
+                tracing::warn!(target: "openraft::core::heartbeat::worker", "w")
+            }
+            "openraft::replication" => tracing::warn!(target: "openraft::replication", "w"),
+            "openraft::engine::handler::replication_handler" => {
+                tracing::warn!(target: "openraft::engine::handler::replication_handler", "w")
+            }
+            "openraft::replication::stream_state" => {
+                tracing::warn!(target: "openraft::replication::stream_state", "w")
+            }
+            "openraft::replication::snapshot_transmitter" => {
+                tracing::warn!(target: "openraft::replication::snapshot_transmitter", "w")
+            }
+            "openraft::core::raft_core" => tracing::warn!(target: "openraft::core::raft_core", "w"),
+            "ebb_server::cluster::transport" => {
+                tracing::warn!(target: "ebb_server::cluster::transport", "w")
+            }
+            other => panic!("no event for {other}"),
+        });
+        seen.load(Ordering::Relaxed) == 1
+    }
+
+    #[test]
+    fn the_default_log_drops_openrafts_per_attempt_warnings_and_keeps_the_rest() {
+        for quiet in [
+            "openraft::core::heartbeat::worker",
+            "openraft::replication",
+            "openraft::engine::handler::replication_handler",
+        ] {
+            assert!(!warns(quiet), "{quiet} warns by default");
+        }
+        for loud in [
+            "openraft::replication::stream_state",
+            "openraft::replication::snapshot_transmitter",
+            "openraft::core::raft_core",
+            "ebb_server::cluster::transport",
+        ] {
+            assert!(warns(loud), "{loud} is silent by default");
         }
     }
 }

@@ -9,10 +9,17 @@
 //! request, one header block and one receiving task per batch instead of
 //! per message, and the receiver appends the batch's entries in one group
 //! commit. Snapshots and other large messages always go alone.
+//!
+//! Each member's link is logged when it changes, not per message: a
+//! warning when messages to it start failing (again every
+//! [`STILL_DOWN_EVERY`] while they do) and a note when one gets through.
+//! openraft's own warning per failed heartbeat and replication attempt is
+//! filtered out of the default log (`cli`), so a member down for an hour
+//! costs a few dozen log lines, not one per group per heartbeat.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -39,6 +46,9 @@ const MAX_BATCH_MESSAGES: usize = 256;
 /// so a batch's small messages never wait behind it.
 const MAX_BATCHED_BYTES: usize = 64 * 1024;
 
+/// While messages to a member keep failing, how often that is logged again.
+const STILL_DOWN_EVERY: Duration = Duration::from_secs(60);
+
 /// A Raft message waiting for the next batch, and where its answer goes.
 struct Pending {
     body: Bytes,
@@ -57,6 +67,68 @@ struct Batches {
 struct Slot {
     connection: tokio::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
     batches: parking_lot::Mutex<Batches>,
+    link: parking_lot::Mutex<Link>,
+}
+
+/// Whether messages to a member get through, for the log.
+#[derive(Debug, Default)]
+struct Link {
+    /// Since the first failure of the current run of failures; `None`
+    /// while messages get through.
+    down_since: Option<Instant>,
+    /// Messages failed since `down_since`.
+    failed: u64,
+    /// When the run of failures was last logged.
+    logged_at: Option<Instant>,
+}
+
+/// What to log about a link after a message's outcome.
+#[derive(Debug, PartialEq)]
+enum LinkEvent {
+    /// The first failure after messages got through (or since start).
+    Down,
+    /// Failures go on, and [`STILL_DOWN_EVERY`] passed since the last log.
+    StillDown { for_: Duration, failed: u64 },
+    /// A message got through after failures.
+    Up { after: Duration, failed: u64 },
+}
+
+impl Link {
+    /// Record one message's outcome at `now`; what to log, if anything.
+    fn record(&mut self, ok: bool, now: Instant) -> Option<LinkEvent> {
+        match (ok, self.down_since) {
+            (true, None) => None,
+            (true, Some(since)) => {
+                let event = LinkEvent::Up {
+                    after: now.saturating_duration_since(since),
+                    failed: self.failed,
+                };
+                *self = Link::default();
+                Some(event)
+            }
+            (false, None) => {
+                *self = Link {
+                    down_since: Some(now),
+                    failed: 1,
+                    logged_at: Some(now),
+                };
+                Some(LinkEvent::Down)
+            }
+            (false, Some(since)) => {
+                self.failed += 1;
+                let due = self
+                    .logged_at
+                    .is_none_or(|at| now.saturating_duration_since(at) >= STILL_DOWN_EVERY);
+                due.then(|| {
+                    self.logged_at = Some(now);
+                    LinkEvent::StillDown {
+                        for_: now.saturating_duration_since(since),
+                        failed: self.failed,
+                    }
+                })
+            }
+        }
+    }
 }
 
 /// Carries this node's messages to the other members over HTTP/2.
@@ -88,6 +160,44 @@ impl HttpTransport {
 }
 
 impl Inner {
+    /// Note the outcome of a message to `to`, logging a change of its link.
+    /// A refusal counts as getting through: the member answered, and the
+    /// refusal reaches its caller (and the log, where it matters) as such.
+    fn record(&self, to: NodeId, outcome: &Result<Bytes, TransportError>) {
+        let Some((addr, slot)) = self.peers.get(&to) else {
+            return;
+        };
+        let ok = !matches!(
+            outcome,
+            Err(TransportError::Unreachable { .. } | TransportError::Timeout { .. })
+        );
+        let event = slot.link.lock().record(ok, Instant::now());
+        match (event, outcome) {
+            (None, _) => {}
+            (Some(LinkEvent::Down), Err(error)) => tracing::warn!(
+                member = to,
+                %addr,
+                %error,
+                "messages to member {to} fail; they are retried, and this is logged again every {} s while it lasts",
+                STILL_DOWN_EVERY.as_secs()
+            ),
+            (Some(LinkEvent::StillDown { for_, failed }), Err(error)) => tracing::warn!(
+                member = to,
+                %addr,
+                %error,
+                "messages to member {to} still fail after {} s ({failed} failed)",
+                for_.as_secs()
+            ),
+            (Some(LinkEvent::Up { after, failed }), _) => tracing::info!(
+                member = to,
+                %addr,
+                "member {to} is reachable again after {:.1} s ({failed} messages failed)",
+                after.as_secs_f64()
+            ),
+            (Some(_), Ok(_)) => {}
+        }
+    }
+
     /// Send one Raft message to `to` in the next batch, sending that batch
     /// now when fewer than [`MAX_BATCHES_IN_FLIGHT`] are on the wire.
     async fn send_raft(self: Arc<Self>, to: NodeId, body: Bytes) -> Result<Bytes, TransportError> {
@@ -273,17 +383,19 @@ impl Transport for HttpTransport {
         Box::pin(async move {
             let sent = async {
                 match service {
-                    Service::Raft => this.send_raft(to, body).await,
+                    Service::Raft => this.clone().send_raft(to, body).await,
                     Service::Forward => this.send(to, FORWARD_PATH, body).await,
                 }
             };
-            match tokio::time::timeout(timeout, sent).await {
+            let outcome = match tokio::time::timeout(timeout, sent).await {
                 Ok(result) => result,
                 Err(_) => Err(TransportError::Timeout {
                     node: to,
                     ms: timeout.as_millis() as u64,
                 }),
-            }
+            };
+            this.record(to, &outcome);
+            outcome
         })
     }
 }
@@ -388,6 +500,43 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(answer, large);
+    }
+
+    #[test]
+    fn a_link_is_logged_when_it_fails_every_minute_while_it_does_and_when_it_is_back() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut link = Link::default();
+        assert_eq!(
+            link.record(true, at(0)),
+            None,
+            "a working link logs nothing"
+        );
+        assert_eq!(link.record(false, at(1)), Some(LinkEvent::Down));
+        for s in 2..61 {
+            assert_eq!(link.record(false, at(s)), None, "no log at {s} s");
+        }
+        assert_eq!(
+            link.record(false, at(61)),
+            Some(LinkEvent::StillDown {
+                for_: Duration::from_secs(60),
+                failed: 61
+            })
+        );
+        assert_eq!(link.record(false, at(62)), None);
+        assert_eq!(
+            link.record(true, at(70)),
+            Some(LinkEvent::Up {
+                after: Duration::from_secs(69),
+                failed: 62
+            })
+        );
+        assert_eq!(link.record(true, at(71)), None);
+        assert_eq!(
+            link.record(false, at(72)),
+            Some(LinkEvent::Down),
+            "a new run of failures is logged at once"
+        );
     }
 
     #[test]
