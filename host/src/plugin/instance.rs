@@ -8,8 +8,10 @@ use wasmtime::{Instance, Memory, ResourceLimiter, Store, Trap, TypedFunc};
 
 use super::error::CallCause;
 use super::read::Reads;
+use super::ticker::Ticker;
 
-/// The epoch ticks this often; deadlines are whole ticks.
+/// The epoch ticks this often while plugin code runs (see
+/// [`super::ticker`]); deadlines are whole ticks.
 pub(super) const TICK: Duration = Duration::from_millis(2);
 
 /// Per-store data: the memory limiter and the plugin name for logs.
@@ -90,6 +92,8 @@ pub struct PluginInstance {
     manifest: TypedFunc<(), i64>,
     call: TypedFunc<(i32, i32), i64>,
     max_response: usize,
+    /// Ticks while a call runs (each entry into the instance holds a guard).
+    ticker: Arc<Ticker>,
 }
 
 impl PluginInstance {
@@ -104,6 +108,7 @@ impl PluginInstance {
         mut store: Store<HostState>,
         instance: Instance,
         max_response: usize,
+        ticker: Arc<Ticker>,
     ) -> Result<Self, CallCause> {
         let missing = |name: &str| CallCause::Malformed(format!("missing export {name}"));
         let mistyped = |e: wasmtime::Error| CallCause::Malformed(e.to_string());
@@ -139,6 +144,7 @@ impl PluginInstance {
             manifest,
             call,
             max_response,
+            ticker,
         })
     }
 
@@ -169,6 +175,7 @@ impl PluginInstance {
     pub(super) fn abi_version(&mut self) -> Result<i32, CallCause> {
         let deadline = Duration::from_millis(100);
         self.store.set_epoch_deadline(ticks(deadline));
+        let _running = self.ticker.running();
         self.abi_version
             .call(&mut self.store, ())
             .map_err(|e| self.classify(e, deadline))
@@ -178,6 +185,7 @@ impl PluginInstance {
     pub(super) fn manifest_bytes(&mut self) -> Result<Vec<u8>, CallCause> {
         let deadline = Duration::from_millis(100);
         self.store.set_epoch_deadline(ticks(deadline));
+        let _running = self.ticker.running();
         let packed = self
             .manifest
             .call(&mut self.store, ())
@@ -205,6 +213,7 @@ impl PluginInstance {
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, CallCause> {
         self.store.set_epoch_deadline(ticks(deadline));
+        let _running = self.ticker.running();
         let len = i32::try_from(request.len())
             .map_err(|_| CallCause::Malformed("request too large".into()))?;
         let ptr = self

@@ -13,6 +13,7 @@ pub(crate) mod registry;
 pub(crate) mod runtime;
 pub(crate) mod sql;
 pub(crate) mod threads;
+pub(crate) mod ticker;
 pub(crate) mod version;
 
 pub use error::{

@@ -11,7 +11,6 @@
 //! the threads (see [`super::threads`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use ebb_proto::Message;
@@ -23,10 +22,11 @@ use wasmtime::{
 };
 
 use super::error::{ArtifactRejected, CallCause, EngineError, PluginInvalid};
-use super::instance::{HostState, PluginInstance, TICK, describe, ticks};
+use super::instance::{HostState, PluginInstance, describe, ticks};
 use super::limits::{PluginLimits, pool_capacity};
 use super::read::MAX_REQUEST_BYTES;
 use super::threads::{PluginThreads, WorkClass, WorkFailed};
+use super::ticker::Ticker;
 
 /// A compiled module serialized for the store, with the SHA-256 of those
 /// bytes: boot deserializes the bytes only when they still hash to it.
@@ -38,7 +38,7 @@ pub struct Artifact {
 }
 
 /// The engines, their epoch ticker and the threads of query plugin work.
-/// Dropping it stops the ticker.
+/// The ticker stops once the runtime and every instance are dropped.
 ///
 /// An upload compiles with the baseline engine (Winch: one pass, no
 /// optimization, about a fifth of Cranelift's time), so the plugin serves
@@ -57,7 +57,8 @@ pub struct PluginRuntime {
     limits: PluginLimits,
     /// Expiry-handler calls that may run at once (part of the pool size).
     expiry_calls: usize,
-    stop: Arc<AtomicBool>,
+    /// Advances both engines' epochs (instances hold it too).
+    ticker: Arc<Ticker>,
     /// Where plugin code runs: query work and expiry-handler calls.
     threads: PluginThreads,
     /// The engine's warm-up, until it ends (see [`WARM_UP_MODULE`]).
@@ -76,12 +77,6 @@ const WARM_UP_MODULE: &[u8] = &[
     0x07, 0x05, 0x01, 0x01, 0x66, 0x00, 0x00, // export "f"
     0x0a, 0x09, 0x01, 0x07, 0x00, 0x20, 0x00, 0x41, 0x01, 0x6a, 0x0b, // code
 ];
-
-impl Drop for PluginRuntime {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
 
 /// Which engine compiled a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,19 +269,7 @@ impl PluginRuntime {
         let baseline_linker = link(&baseline)?;
         let threads =
             PluginThreads::start(limits.threads).map_err(|e| EngineError::Threads(Arc::new(e)))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let ticker_engines = [engine.clone(), baseline.clone()];
-        let ticker_stop = stop.clone();
-        thread::Builder::new()
-            .name("ebb-epoch".into())
-            .spawn(move || {
-                while !ticker_stop.load(Ordering::Relaxed) {
-                    thread::sleep(TICK);
-                    for engine in &ticker_engines {
-                        engine.increment_epoch();
-                    }
-                }
-            })
+        let ticker = Ticker::start(vec![engine.clone(), baseline.clone()])
             .map_err(|e| EngineError::Ticker(Arc::new(e)))?;
         let warm_engines = [baseline.clone(), engine.clone()];
         let warm_up = thread::Builder::new()
@@ -306,7 +289,7 @@ impl PluginRuntime {
             baseline_linker,
             limits,
             expiry_calls,
-            stop,
+            ticker,
             threads,
             warm_up: parking_lot::Mutex::new(warm_up),
         }))
@@ -584,6 +567,7 @@ impl PluginRuntime {
         store.limiter(|state| state);
         store.set_epoch_deadline(ticks(self.limits.query_deadline));
         store.epoch_deadline_trap();
+        let running = self.ticker.running();
         let instance =
             linker.instantiate(&mut store, module).map_err(|e| match e
                 .downcast_ref::<PoolConcurrencyLimitError>()
@@ -594,7 +578,13 @@ impl PluginRuntime {
                 )),
                 None => CallCause::Trap(format!("instantiation failed: {}", describe(&e))),
             })?;
-        PluginInstance::new(store, instance, self.limits.max_response_bytes)
+        drop(running);
+        PluginInstance::new(
+            store,
+            instance,
+            self.limits.max_response_bytes,
+            self.ticker.clone(),
+        )
     }
 }
 
