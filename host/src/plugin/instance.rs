@@ -8,11 +8,7 @@ use wasmtime::{Instance, Memory, ResourceLimiter, Store, Trap, TypedFunc};
 
 use super::error::CallCause;
 use super::read::Reads;
-use super::ticker::Ticker;
-
-/// The epoch ticks this often while plugin code runs (see
-/// [`super::ticker`]); deadlines are whole ticks.
-pub(super) const TICK: Duration = Duration::from_millis(2);
+use super::ticker::{TICK, Ticker};
 
 /// Per-store data: the memory limiter and the plugin name for logs.
 pub struct HostState {

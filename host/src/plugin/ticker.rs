@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use wasmtime::Engine;
 
-use super::instance::TICK;
-
+/// The epoch ticks this often while plugin code runs; deadlines are whole
+/// ticks.
+pub(super) const TICK: Duration = Duration::from_millis(2);
 /// How often the epoch advances while no plugin code runs.
 pub(super) const IDLE_TICK: Duration = Duration::from_millis(100);
 /// Ticks without plugin code running before the ticker slows down.
