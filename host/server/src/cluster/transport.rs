@@ -68,6 +68,9 @@ struct Slot {
     connection: tokio::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
     batches: parking_lot::Mutex<Batches>,
     link: parking_lot::Mutex<Link>,
+    /// Whether `link` is in a run of failures: a message that gets through
+    /// a working link (nearly every one) reads this and takes no lock.
+    link_down: std::sync::atomic::AtomicBool,
 }
 
 /// Whether messages to a member get through, for the log.
@@ -171,7 +174,19 @@ impl Inner {
             outcome,
             Err(TransportError::Unreachable { .. } | TransportError::Timeout { .. })
         );
-        let event = slot.link.lock().record(ok, Instant::now());
+        let down = &slot.link_down;
+        if ok && !down.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let event = {
+            let mut link = slot.link.lock();
+            let event = link.record(ok, Instant::now());
+            down.store(
+                link.down_since.is_some(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            event
+        };
         match (event, outcome) {
             (None, _) => {}
             (Some(LinkEvent::Down), Err(error)) => tracing::warn!(
