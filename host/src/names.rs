@@ -1,5 +1,6 @@
 //! Validation of table names and keys: the only shapes the store accepts.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -80,7 +81,7 @@ impl TableName {
     /// names read back from storage).
     pub fn system(name: &str) -> Result<Self, NameError> {
         identifier(name)
-            .map(|lower| Self(Arc::from(lower)))
+            .map(|lower| Self(Arc::from(&*lower)))
             .ok_or_else(|| NameError::InvalidTable {
                 name: name.chars().take(80).collect(),
             })
@@ -131,24 +132,33 @@ impl fmt::Display for TableName {
 
 /// `name` lower-cased if it matches `[a-z_][a-z0-9_]{0,62}` (case-insensitive):
 /// the one shape of table and plugin names.
-fn identifier(name: &str) -> Option<String> {
-    let lower = name.to_ascii_lowercase();
-    let bytes = lower.as_bytes();
+fn identifier(name: &str) -> Option<Cow<'_, str>> {
+    let bytes = name.as_bytes();
     let valid = !bytes.is_empty()
         && bytes.len() <= MAX_TABLE_NAME_BYTES
-        && (bytes[0].is_ascii_lowercase() || bytes[0] == b'_')
+        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
         && bytes
             .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_');
-    valid.then_some(lower)
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_');
+    if !valid {
+        return None;
+    }
+    // Names arrive lower-case nearly always: then nothing is copied here.
+    Some(if bytes.iter().any(u8::is_ascii_uppercase) {
+        Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(name)
+    })
 }
 
 /// Validate a user-supplied plugin name: the shape of table names, stored
 /// lower-case; the `ebb_` prefix is refused.
 pub fn plugin_name(name: &str) -> Result<String, NameError> {
-    let lower = identifier(name).ok_or_else(|| NameError::InvalidPlugin {
-        name: name.chars().take(80).collect(),
-    })?;
+    let lower = identifier(name)
+        .ok_or_else(|| NameError::InvalidPlugin {
+            name: name.chars().take(80).collect(),
+        })?
+        .into_owned();
     if lower.starts_with(RESERVED_PREFIX) {
         return Err(NameError::ReservedPlugin {
             name: name.to_string(),
@@ -176,6 +186,7 @@ mod tests {
     fn table_names_are_lower_cased_and_validated() {
         assert_eq!(TableName::new("Users").unwrap().as_str(), "users");
         assert_eq!(TableName::new("_t9").unwrap().as_str(), "_t9");
+        assert_eq!(TableName::new("_Tab9_X").unwrap().as_str(), "_tab9_x");
         assert!(TableName::new(&"a".repeat(63)).is_ok());
         for bad in ["", "9lives", "a-b", "a b", "é", &"a".repeat(64)] {
             assert!(

@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ebb_proto::Message;
 use ebb_proto::record::v1 as pb;
 
 /// Latest deadline a record may have: the last millisecond of year 9999.
@@ -205,20 +204,44 @@ impl Record {
 
     /// Encode as the persisted envelope.
     pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32 + self.version.writer.len() + self.value.len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Append the persisted envelope to `out`: the bytes prost writes for
+    /// the `ebb.record.v1.Record` message (fields in number order, proto3
+    /// defaults left out), without building the message, whose owned
+    /// writer would cost an allocation per record.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        use ebb_proto::wire::{WIRE_VARINT, put_delimited, put_key, put_varint};
         let kind = match self.kind {
             RecordKind::Live => pb::RecordKind::Live,
             RecordKind::Tombstone => pb::RecordKind::Tombstone,
             RecordKind::ExpiryTombstone => pb::RecordKind::ExpiryTombstone,
-        };
-        pb::Record {
-            hlc_ms: self.version.hlc_ms,
-            counter: self.version.counter,
-            writer: self.version.writer.to_string(),
-            kind: kind as i32,
-            value: self.value.clone(),
-            expires_at_ms: self.expires_at_ms,
+        } as i32;
+        if self.version.hlc_ms != 0 {
+            put_key(out, 1, WIRE_VARINT);
+            put_varint(out, self.version.hlc_ms);
         }
-        .encode_to_vec()
+        if self.version.counter != 0 {
+            put_key(out, 2, WIRE_VARINT);
+            put_varint(out, self.version.counter);
+        }
+        if !self.version.writer.is_empty() {
+            put_delimited(out, 3, self.version.writer.as_bytes());
+        }
+        if kind != 0 {
+            put_key(out, 4, WIRE_VARINT);
+            put_varint(out, kind as u64);
+        }
+        if !self.value.is_empty() {
+            put_delimited(out, 5, &self.value);
+        }
+        if let Some(at) = self.expires_at_ms {
+            put_key(out, 6, WIRE_VARINT);
+            put_varint(out, at);
+        }
     }
 
     /// Decode a persisted envelope. Writers are interned through `intern` so
@@ -383,6 +406,8 @@ fn length_delimited<'a>(rest: &mut &'a [u8]) -> Result<&'a [u8], DecodeError> {
 
 #[cfg(test)]
 mod tests {
+    use ebb_proto::Message;
+
     use super::*;
 
     fn version(hlc_ms: u64, counter: u64, writer: &str) -> Version {
@@ -491,6 +516,44 @@ mod tests {
             assert_eq!(decoded, record);
         }
         assert!(Record::decode(b"\xff\xff\xff", own_writer).is_err());
+    }
+
+    #[test]
+    fn the_envelope_is_the_bytes_prost_writes() {
+        let mut records = vec![
+            Record::live(version(0, 0, ""), Bytes::new(), None),
+            Record::live(version(0, 0, ""), Bytes::new(), Some(0)),
+            Record::tombstone(version(u64::MAX, u64::MAX, "writer")),
+        ];
+        for (i, at) in [None, Some(1), Some(300), Some(u64::MAX)]
+            .into_iter()
+            .enumerate()
+        {
+            let value = Bytes::from(vec![7u8; i * 100]);
+            let live = Record::live(version(1 << (i * 9), i as u64 * 200, "n1@x"), value, at);
+            records.push(live.to_expiry_tombstone());
+            records.push(live);
+        }
+        for record in records {
+            let kind = match record.kind {
+                RecordKind::Live => pb::RecordKind::Live,
+                RecordKind::Tombstone => pb::RecordKind::Tombstone,
+                RecordKind::ExpiryTombstone => pb::RecordKind::ExpiryTombstone,
+            };
+            let prost = pb::Record {
+                hlc_ms: record.version.hlc_ms,
+                counter: record.version.counter,
+                writer: record.version.writer.to_string(),
+                kind: kind as i32,
+                value: record.value.clone(),
+                expires_at_ms: record.expires_at_ms,
+            }
+            .encode_to_vec();
+            assert_eq!(record.encode(), prost, "{record:?}");
+            let mut appended = b"prefix".to_vec();
+            record.encode_into(&mut appended);
+            assert_eq!(&appended[6..], &prost[..], "{record:?}");
+        }
     }
 
     fn prost_decoded(bytes: &[u8]) -> Option<Record> {

@@ -19,6 +19,16 @@ use crate::store::{
 
 type BufferKey = (TableName, Arc<str>);
 
+/// Newest change per key.
+type Changes = HashMap<BufferKey, Change>;
+
+/// A written batch's map, emptied, is kept for the next batch when it has
+/// room for at most this many changes: a fragment's batches are mostly
+/// small (a group commit spreads a few writes over many fragments), and a
+/// map grown anew for each cost an allocation or more per write; a larger
+/// one (after a burst) is freed.
+const SPARE_CHANGES: usize = 4096;
+
 /// What the buffer holds for a key: the newest record to put, or `None` for
 /// a removal (a purged tombstone).
 type Change = Option<Record>;
@@ -67,13 +77,15 @@ pub trait ExpiryOutbox: Send + Sync {
 #[derive(Default)]
 struct Buffer {
     /// Newest change per key, not yet handed to the store.
-    pending: HashMap<BufferKey, Change>,
+    pending: Changes,
     pending_bytes: usize,
+    /// An empty map with room, to take `pending`'s place at the next batch.
+    spare: Changes,
     /// Expiry events, written in the same store write as their tombstones.
     events: Vec<PendingEvent>,
     /// The batch being written; kept until the write succeeds so that a
     /// failed or abandoned write can be retried.
-    in_flight: Option<HashMap<BufferKey, Change>>,
+    in_flight: Option<Changes>,
     in_flight_events: Vec<PendingEvent>,
     in_flight_bytes: usize,
     /// The group's applied position, recorded after the changes it covers
@@ -446,7 +458,8 @@ impl CommitSource for Persistence {
                 sync: sync && self.synced_seq.load(Ordering::Acquire) < through,
             };
         }
-        let pending = std::mem::take(&mut buffer.pending);
+        let spare = std::mem::take(&mut buffer.spare);
+        let pending = std::mem::replace(&mut buffer.pending, spare);
         buffer.in_flight_bytes = std::mem::take(&mut buffer.pending_bytes);
         let events = std::mem::take(&mut buffer.events);
         let position = buffer.position.take();
@@ -497,7 +510,11 @@ impl CommitSource for Persistence {
         let mut buffer = self.buffer.lock();
         match outcome {
             Ok(()) => {
-                if buffer.in_flight.take().is_some() {
+                if let Some(mut written) = buffer.in_flight.take() {
+                    written.clear();
+                    if written.capacity() <= SPARE_CHANGES {
+                        buffer.spare = written;
+                    }
                     self.flushes.fetch_add(1, Ordering::Relaxed);
                     self.flush_latency.observe(elapsed);
                     self.last_flush_micros

@@ -114,6 +114,7 @@ const IDLE_FLUSH_MIN_BYTES: u64 = 1 << 20;
 fn run(store: &dyn KvStore, queue: mpsc::Receiver<Arc<dyn CommitSource>>) {
     // Whether a group was written since the last idle flush.
     let mut written = false;
+    let mut group = Group::default();
     loop {
         let first = if written {
             match queue.recv_timeout(IDLE_FLUSH_AFTER) {
@@ -134,25 +135,38 @@ fn run(store: &dyn KvStore, queue: mpsc::Receiver<Arc<dyn CommitSource>>) {
             }
         };
         written = true;
-        let mut sources = vec![first];
-        while sources.len() < MAX_GROUP_SOURCES {
+        group.sources.push(first);
+        while group.sources.len() < MAX_GROUP_SOURCES {
             match queue.try_recv() {
-                Ok(next) => sources.push(next),
+                Ok(next) => group.sources.push(next),
                 Err(_) => break,
             }
         }
-        write_group(store, sources);
+        write_group(store, &mut group);
     }
+}
+
+/// The lists a group is handled in, kept from one group to the next (a
+/// group commit every few writes would otherwise allocate them anew);
+/// empty between groups.
+#[derive(Default)]
+struct Group {
+    sources: Vec<Arc<dyn CommitSource>>,
+    taken: Vec<(Arc<dyn CommitSource>, u64)>,
+    batches: Vec<StoreBatch>,
 }
 
 /// Take every source's batch, write them as one store write and report
 /// the outcome to each. A source whose `take` panics is failed alone; a
 /// panic in `finish` is contained, so the thread goes on.
-fn write_group(store: &dyn KvStore, sources: Vec<Arc<dyn CommitSource>>) {
-    let mut taken = Vec::with_capacity(sources.len());
-    let mut batches = Vec::with_capacity(sources.len());
+fn write_group(store: &dyn KvStore, group: &mut Group) {
+    let Group {
+        sources,
+        taken,
+        batches,
+    } = group;
     let mut sync = false;
-    for source in sources {
+    for source in sources.drain(..) {
         match catch_unwind(AssertUnwindSafe(|| source.take())) {
             Ok(take) => {
                 sync |= take.sync;
@@ -172,16 +186,16 @@ fn write_group(store: &dyn KvStore, sources: Vec<Arc<dyn CommitSource>>) {
     // Sources whose writers asked after their last batch was taken have
     // nothing to write; a group of only those needs no store write.
     let outcome = if sync || batches.iter().any(|batch| !batch.is_empty()) {
-        store.write(&batches, sync)
+        store.write(batches, sync)
     } else {
         Ok(())
     };
     let elapsed = started.elapsed();
-    drop(batches);
+    batches.clear();
     if let Err(error) = &outcome {
         tracing::warn!(%error, sources = taken.len(), "group commit failed; the write buffers keep their batches");
     }
-    for (source, through) in taken {
+    for (source, through) in taken.drain(..) {
         finish(&*source, through, &outcome, sync, elapsed);
     }
 }

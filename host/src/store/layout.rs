@@ -15,13 +15,23 @@ pub(crate) fn fragment_prefix(fragment: FragmentId) -> [u8; 2] {
 
 /// Encode the storage key of `(fragment, table, key)`.
 pub(crate) fn encode_record_key(fragment: FragmentId, table: &TableName, key: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(3 + table.as_str().len() + key.len());
+    encode_record_key_into(&mut out, fragment, table, key);
+    out
+}
+
+/// Append the storage key of `(fragment, table, key)` to `out`.
+pub(crate) fn encode_record_key_into(
+    out: &mut Vec<u8>,
+    fragment: FragmentId,
+    table: &TableName,
+    key: &str,
+) {
     let table = table.as_str().as_bytes();
-    let mut out = Vec::with_capacity(3 + table.len() + key.len());
     out.extend_from_slice(&fragment_prefix(fragment));
     out.push(table.len() as u8);
     out.extend_from_slice(table);
     out.extend_from_slice(key.as_bytes());
-    out
 }
 
 /// Decode a storage key produced by [`encode_record_key`]. `last_table` is

@@ -8,7 +8,7 @@ use rocksdb::{
     Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
-use super::layout::{decode_loaded, encode_record_key, fragment_prefix};
+use super::layout::{decode_loaded, encode_record_key_into, fragment_prefix};
 use super::{
     EntryVisitor, Family, FamilyEntry, FamilyWrite, FragmentId, KvStore, LoadedRecord, StoreBatch,
     StoreError, StoreStats, prefix_end,
@@ -190,19 +190,21 @@ impl KvStore for RocksStore {
         let outbox = self.family(CF_EXPIRY_OUTBOX)?;
         let raft_state = self.family(CF_RAFT_STATE)?;
         let mut batch = WriteBatch::default();
+        // The batch copies what it is given: one key and one value buffer
+        // serve every record.
+        let (mut key, mut value) = (Vec::new(), Vec::new());
         for part in batches {
             for stored in &part.records {
-                batch.put_cf(
-                    records,
-                    encode_record_key(stored.fragment, &stored.table, &stored.key),
-                    stored.record.encode(),
-                );
+                key.clear();
+                encode_record_key_into(&mut key, stored.fragment, &stored.table, &stored.key);
+                value.clear();
+                stored.record.encode_into(&mut value);
+                batch.put_cf(records, &key, &value);
             }
             for removed in &part.removed {
-                batch.delete_cf(
-                    records,
-                    encode_record_key(removed.fragment, &removed.table, &removed.key),
-                );
+                key.clear();
+                encode_record_key_into(&mut key, removed.fragment, &removed.table, &removed.key);
+                batch.delete_cf(records, &key);
             }
             for (key, value) in &part.outbox {
                 batch.put_cf(outbox, key, value);

@@ -35,8 +35,8 @@ pub async fn read_limited(
     {
         return Err(too_large(Some(len)));
     }
-    axum::body::to_bytes(body, limit).await.map_err(|error| {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    collect(body, limit).await.map_err(|error| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&*error);
         while let Some(current) = source {
             if current.is::<http_body_util::LengthLimitError>() {
                 return too_large(None);
@@ -47,6 +47,35 @@ pub async fn read_limited(
             source = current.source();
         }
         ApiError::invalid_request(format!("could not read the request body: {error}"))
+    })
+}
+
+/// The body's data, at most `limit` bytes. A body of one frame (a small
+/// value sent with its length, nearly every write) is that frame's bytes,
+/// neither copied nor queued; more frames are joined.
+async fn collect(body: Body, limit: usize) -> Result<Bytes, axum::BoxError> {
+    use http_body_util::BodyExt;
+    let mut body = http_body_util::Limited::new(body, limit);
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<Vec<u8>> = None;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue; // trailers carry no data
+        };
+        match (&mut joined, first.take()) {
+            (Some(all), _) => all.extend_from_slice(&data),
+            (None, None) => first = Some(data),
+            (None, Some(earlier)) => {
+                let mut all = Vec::with_capacity(earlier.len() + data.len());
+                all.extend_from_slice(&earlier);
+                all.extend_from_slice(&data);
+                joined = Some(all);
+            }
+        }
+    }
+    Ok(match joined {
+        Some(all) => Bytes::from(all),
+        None => first.unwrap_or_default(),
     })
 }
 

@@ -62,11 +62,13 @@ impl Routes {
             Method::DELETE => Some(KeyMethod::Delete),
             _ => None,
         };
+        // The table and key stay in the request's path, which a clone of
+        // the URI shares (no copy of either per request).
         let fast = self.keys.as_ref().zip(method).and_then(|(app, method)| {
-            let (table, key) = key_path(request.uri().path())?;
-            Some((app.clone(), method, table.to_owned(), key.to_owned()))
+            key_path(request.uri().path())?;
+            Some((app.clone(), method, request.uri().clone()))
         });
-        let Some((app, method, table, key)) = fast else {
+        let Some((app, method, uri)) = fast else {
             let mut router = self.router;
             return match router.call(request.map(Body::new)).await {
                 Ok(response) => response,
@@ -76,15 +78,16 @@ impl Routes {
         let request = request.map(Body::new);
         fronted(&app, Some(KEY_ROUTE), request, |request: Request| async {
             let answer = async {
+                let (table, key) = key_path(uri.path()).expect("checked above");
                 match method {
-                    KeyMethod::Get => kv::get(&app, &table, &key, params(&request)?).await,
+                    KeyMethod::Get => kv::get(&app, table, key, params(&request)?).await,
                     KeyMethod::Put => {
                         let params = params(&request)?;
-                        kv::put(&app, &table, &key, params, request).await
+                        kv::put(&app, table, key, params, request).await
                     }
                     KeyMethod::Delete => {
                         let params = params(&request)?;
-                        kv::delete(&app, &table, &key, params, request.headers()).await
+                        kv::delete(&app, table, key, params, request.headers()).await
                     }
                 }
             };

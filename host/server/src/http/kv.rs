@@ -1,5 +1,7 @@
 //! Key routes: put, get and delete one key; list tables.
 
+use std::borrow::Cow;
+
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -22,14 +24,14 @@ use ebb_host::write::{Condition, Durability, Expiry, PutOptions, WriteOptions};
 pub struct PutParams {
     ttl_ms: Option<u64>,
     expires_at_ms: Option<u64>,
-    durability: Option<String>,
+    durability: Option<Cow<'static, str>>,
 }
 
 /// Query parameters of `DELETE` and batch routes.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WriteParams {
-    pub(crate) durability: Option<String>,
+    pub(crate) durability: Option<Cow<'static, str>>,
 }
 
 /// Query parameters of `GET /v1/tables/{t}/keys/{k}`.
@@ -46,7 +48,7 @@ impl PlainParams for PutParams {
         match name {
             "ttl_ms" => set_once(&mut self.ttl_ms, value.parse().ok()),
             "expires_at_ms" => set_once(&mut self.expires_at_ms, value.parse().ok()),
-            "durability" => set_once(&mut self.durability, Some(value.to_owned())),
+            "durability" => set_once(&mut self.durability, Some(durability_name(value))),
             _ => false,
         }
     }
@@ -54,13 +56,24 @@ impl PlainParams for PutParams {
 
 impl PlainParams for WriteParams {
     fn set(&mut self, name: &str, value: &str) -> bool {
-        name == "durability" && set_once(&mut self.durability, Some(value.to_owned()))
+        name == "durability" && set_once(&mut self.durability, Some(durability_name(value)))
     }
 }
 
 impl PlainParams for GetParams {
     fn set(&mut self, name: &str, value: &str) -> bool {
         name == "max_staleness_ms" && set_once(&mut self.max_staleness_ms, value.parse().ok())
+    }
+}
+
+/// A durability name as given in a query string: the known ones without
+/// a copy (every write names one).
+fn durability_name(value: &str) -> Cow<'static, str> {
+    match value {
+        "memory" => Cow::Borrowed("memory"),
+        "wal" => Cow::Borrowed("wal"),
+        "sync" => Cow::Borrowed("sync"),
+        other => Cow::Owned(other.to_owned()),
     }
 }
 
@@ -178,28 +191,55 @@ pub(super) async fn put(
 /// The answer to a put or a TTL change: the new version and deadline, the
 /// version also in `ebb-version`. The body is what serializing
 /// `{"version", "version_ms", "expires_at_ms"}` with serde gives, written
-/// straight into one buffer (it is in every write's answer).
+/// straight into one buffer (it is in every write's answer); when the
+/// version needs no escaping in JSON (a writer name of printable ASCII but
+/// `"` and `\`, as node ids are), the header is a slice of that buffer,
+/// not a copy.
 fn written(version: &ebb_host::Version, expires_at_ms: Option<u64>) -> Response {
-    let text = version.text();
-    let mut body = Vec::with_capacity(64 + text.len());
+    let plain = version
+        .writer
+        .bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
+    let (mut ms, mut counter) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let (ms, counter) = (ms.format(version.hlc_ms), counter.format(version.counter));
+    let mut body = Vec::with_capacity(96 + version.writer.len());
     body.extend_from_slice(b"{\"version\":");
-    // The writer's name is any text: serde escapes it.
-    serde_json::to_writer(&mut body, &text).expect("writing to a Vec cannot fail");
+    let text = if plain {
+        body.push(b'"');
+        let start = body.len();
+        for part in [ms, ".", counter, "@", &*version.writer] {
+            body.extend_from_slice(part.as_bytes());
+        }
+        let end = body.len();
+        body.push(b'"');
+        Ok(start..end)
+    } else {
+        // The writer's name is any text: serde escapes it.
+        let text = version.text();
+        serde_json::to_writer(&mut body, &text).expect("writing to a Vec cannot fail");
+        Err(text)
+    };
     body.extend_from_slice(b",\"version_ms\":");
-    body.extend_from_slice(itoa::Buffer::new().format(version.hlc_ms).as_bytes());
+    body.extend_from_slice(ms.as_bytes());
     body.extend_from_slice(b",\"expires_at_ms\":");
     match expires_at_ms {
         Some(at) => body.extend_from_slice(itoa::Buffer::new().format(at).as_bytes()),
         None => body.extend_from_slice(b"null"),
     }
     body.push(b'}');
+    let body = axum::body::Bytes::from(body);
+    let header = match text {
+        Ok(range) => HeaderValue::from_maybe_shared(body.slice(range))
+            .unwrap_or_else(|_| HeaderValue::from_static("")),
+        Err(text) => version_header(&text),
+    };
     let mut response = Response::new(Body::from(body));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    headers.insert(EBB_VERSION, version_header(&text));
+    headers.insert(EBB_VERSION, header);
     response
 }
 
@@ -416,8 +456,16 @@ mod tests {
             version_ms: u64,
             expires_at_ms: Option<u64>,
         }
-        let writers = ["n1", "a \"quoted\\ name\u{1}", "é"];
-        for (writer, expires_at_ms) in writers.into_iter().zip([None, Some(0), Some(u64::MAX)]) {
+        let writers = [
+            "n1",
+            "a \"quoted\\ name\u{1}",
+            "é",
+            "n018de9954b8bf2f2",
+            "tab\there",
+            "",
+        ];
+        let deadlines = [None, Some(0), Some(u64::MAX), Some(7), None, None];
+        for (writer, expires_at_ms) in writers.into_iter().zip(deadlines) {
             let version = ebb_host::Version {
                 hlc_ms: 1_767_225_600_000,
                 counter: 3,
@@ -425,6 +473,10 @@ mod tests {
             };
             let response = written(&version, expires_at_ms);
             assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+            assert_eq!(
+                response.headers()[EBB_VERSION],
+                version_header(&version.text())
+            );
             let body = response.into_body().collect().await.unwrap().to_bytes();
             let text = version.to_string();
             let expected = serde_json::to_vec(&Written {
