@@ -82,13 +82,13 @@ bench-all: prereqs plugins
 	./scripts/bench-all.sh
 
 bench-sql: prereqs
-	$(CARGO) bench --workspace --bench sql_vs_sqlite
+	$(CARGO) bench --workspace --bench engine -- sql
 
 bench-plugins: prereqs plugins
-	$(CARGO) bench --workspace --bench plugins
+	$(CARGO) bench --workspace --bench engine -- plugins
 
 bench-expiry: prereqs plugins
-	$(CARGO) bench --workspace --bench expiry
+	$(CARGO) bench --workspace --bench engine -- expiry
 
 bench-http: prereqs
 	./scripts/bench-http.sh

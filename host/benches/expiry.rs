@@ -12,10 +12,10 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-mod common;
+use crate::common;
 
+use crate::common::{env_or, wasm};
 use bytes::Bytes;
-use common::{env_or, wasm};
 use ebb_host::{BatchOp, BindRequest, Durability, Expiry, Node, NodeConfig, Table};
 use tokio::task::JoinSet;
 
@@ -30,7 +30,7 @@ const PRELOAD_BATCH: usize = 10_000;
 /// How often the drain check looks at the outbox and the archive.
 const POLL: Duration = Duration::from_millis(10);
 
-fn main() {
+pub fn main() {
     if !common::benchmarking("make bench-expiry") {
         return;
     }
@@ -314,7 +314,7 @@ fn print_results(node: &Node, seconds: u64, preload: usize, wait: Duration, phas
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "`EBB_BENCH_SECONDS={seconds} EBB_BENCH_PRELOAD={preload} EBB_BENCH_WAIT_SECONDS={} cargo bench -p ebb-host --bench expiry`",
+        "`EBB_BENCH_SECONDS={seconds} EBB_BENCH_PRELOAD={preload} EBB_BENCH_WAIT_SECONDS={} cargo bench -p ebb-host --bench engine -- expiry`",
         wait.as_secs()
     );
     println!();

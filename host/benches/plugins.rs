@@ -12,12 +12,12 @@
 //! the second); with `EBB_PLUGIN_PERFMAP=1`, `perf` names the plugin's
 //! functions.
 
+use crate::common;
 use std::sync::Arc;
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::wasm;
+use crate::common::wasm;
 use ebb_guest::{Aggregate, FromValue};
 use ebb_host::plugin::Tier;
 use ebb_host::store::MemoryStore;
@@ -43,7 +43,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn main() {
+pub fn main() {
     if !common::benchmarking("make bench-plugins") {
         return;
     }

@@ -15,7 +15,7 @@
 //! slowest side's first run fits in [`MIN_TIMED`]): the median of five runs
 //! of a 6 µs query measures the caches more than the query.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -39,7 +39,7 @@ fn row(i: usize) -> (String, String) {
     (key, value)
 }
 
-fn main() {
+pub fn main() {
     if !common::benchmarking("make bench-sql") {
         return;
     }
