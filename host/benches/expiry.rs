@@ -12,9 +12,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::common;
-
-use crate::common::{env_or, wasm};
+use crate::common::{self, env_or, wasm};
 use bytes::Bytes;
 use ebb_host::{BatchOp, BindRequest, Durability, Expiry, Node, NodeConfig, Table};
 use tokio::task::JoinSet;

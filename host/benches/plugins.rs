@@ -12,12 +12,10 @@
 //! the second); with `EBB_PLUGIN_PERFMAP=1`, `perf` names the plugin's
 //! functions.
 
-use crate::common;
 use std::sync::Arc;
-
 use std::time::{Duration, Instant};
 
-use crate::common::wasm;
+use crate::common::{self, wasm};
 use ebb_guest::{Aggregate, FromValue};
 use ebb_host::plugin::Tier;
 use ebb_host::store::MemoryStore;
