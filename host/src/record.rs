@@ -27,15 +27,24 @@ impl Version {
     /// `Display` writes), built in one allocation of its length without
     /// the formatting machinery: every write's answer carries it.
     pub fn text(&self) -> String {
-        let (mut ms, mut counter) = (itoa::Buffer::new(), itoa::Buffer::new());
-        let (ms, counter) = (ms.format(self.hlc_ms), counter.format(self.counter));
-        let mut text = String::with_capacity(ms.len() + counter.len() + 2 + self.writer.len());
-        text.push_str(ms);
-        text.push('.');
-        text.push_str(counter);
-        text.push('@');
-        text.push_str(&self.writer);
+        let mut text = String::with_capacity(42 + self.writer.len());
+        self.text_parts(|part| text.push_str(part));
         text
+    }
+
+    /// Append [`Self::text`] to `out`, with no allocation of its own.
+    pub fn push_text(&self, out: &mut Vec<u8>) {
+        self.text_parts(|part| out.extend_from_slice(part.as_bytes()));
+    }
+
+    /// [`Self::text`], piece by piece.
+    fn text_parts(&self, mut part: impl FnMut(&str)) {
+        let (mut ms, mut counter) = (itoa::Buffer::new(), itoa::Buffer::new());
+        part(ms.format(self.hlc_ms));
+        part(".");
+        part(counter.format(self.counter));
+        part("@");
+        part(&self.writer);
     }
 }
 
@@ -429,6 +438,9 @@ mod tests {
             "18446744073709551615.10@é\"x"
         );
         for v in [version(1_767_225_600_000, 0, "n1"), version(7, 42, "a@b.c")] {
+            let mut appended = b"x".to_vec();
+            v.push_text(&mut appended);
+            assert_eq!(appended, [b"x", v.text().as_bytes()].concat());
             assert_eq!(v.to_string().parse::<Version>(), Ok(v));
         }
         for bad in [

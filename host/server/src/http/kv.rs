@@ -200,16 +200,12 @@ fn written(version: &ebb_host::Version, expires_at_ms: Option<u64>) -> Response 
         .writer
         .bytes()
         .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
-    let (mut ms, mut counter) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let (ms, counter) = (ms.format(version.hlc_ms), counter.format(version.counter));
     let mut body = Vec::with_capacity(96 + version.writer.len());
     body.extend_from_slice(b"{\"version\":");
     let text = if plain {
         body.push(b'"');
         let start = body.len();
-        for part in [ms, ".", counter, "@", &*version.writer] {
-            body.extend_from_slice(part.as_bytes());
-        }
+        version.push_text(&mut body);
         let end = body.len();
         body.push(b'"');
         Ok(start..end)
@@ -220,7 +216,7 @@ fn written(version: &ebb_host::Version, expires_at_ms: Option<u64>) -> Response 
         Err(text)
     };
     body.extend_from_slice(b",\"version_ms\":");
-    body.extend_from_slice(ms.as_bytes());
+    body.extend_from_slice(itoa::Buffer::new().format(version.hlc_ms).as_bytes());
     body.extend_from_slice(b",\"expires_at_ms\":");
     match expires_at_ms {
         Some(at) => body.extend_from_slice(itoa::Buffer::new().format(at).as_bytes()),
