@@ -74,7 +74,7 @@ fuzz-soak: prereqs plugins
 	@echo "fuzz soak: clean after $(FUZZ_SECONDS) s per fuzz test and $(FUZZ_LIB_CASES) cases per decoder property at $$(git rev-parse --short HEAD)"
 
 bench: prereqs
-	$(CARGO) bench --workspace --bench kv
+	$(CARGO) bench --workspace --bench engine -- kv
 
 # Every benchmark with a headline goal, then one table of goal, anchor and
 # measured ratio (SKIP="cluster memory" to leave some out).

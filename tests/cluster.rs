@@ -16,15 +16,45 @@ use serde_json::{Value, json};
 /// How long a test waits for a cluster to elect, converge or answer.
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Free loopback ports for the cluster listeners (bound, then released).
+/// Free loopback ports for the cluster listeners, taken below the kernel's
+/// ephemeral range. A port from that range (what binding port 0 gives)
+/// can be taken between the check and the member's own bind, or while a
+/// killed member is down, by any connection's source port or any other
+/// test's `127.0.0.1:0` listener: a cold CI run once failed a member's
+/// start with "Address already in use" that way. Below the range only an
+/// explicit bind takes a port; the tests of this process share one
+/// counter, started at an offset that differs between processes, and each
+/// port is checked free by binding it.
 fn free_ports(count: usize) -> Vec<u16> {
-    let sockets: Vec<std::net::TcpListener> = (0..count)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    sockets
-        .iter()
-        .map(|s| s.local_addr().unwrap().port())
-        .collect()
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    // The ephemeral range's start (Linux: 32768 unless configured).
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(32_768);
+    const LOWEST: u64 = 10_000;
+    assert!(
+        ephemeral > LOWEST + 1_000,
+        "the ephemeral port range starts at {ephemeral}: no room below it for the cluster tests"
+    );
+    let span = ephemeral - LOWEST;
+    let offset = u64::from(std::process::id()) * 7_919 % span;
+    let mut ports = Vec::with_capacity(count);
+    for _ in 0..span {
+        if ports.len() == count {
+            break;
+        }
+        let port = (LOWEST + (offset + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            ports.push(port);
+        }
+    }
+    assert_eq!(
+        ports.len(),
+        count,
+        "no {count} free ports below {ephemeral}"
+    );
+    ports
 }
 
 /// A local cluster: its members' arguments and the running processes.

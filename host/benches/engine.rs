@@ -2,21 +2,24 @@
 //! compiled and linked once for all of them rather than once each (about a
 //! minute of a 2-core build per binary, in every `make test`):
 //! `cargo bench -p ebb-host --bench engine -- NAME` runs one, NAME `sql`
-//! (`make bench-sql`), `plugins` (`make bench-plugins`) or `expiry`
-//! (`make bench-expiry`); without a name, all three in that order. Under
-//! `cargo test` each only says how it is run. `make bench`'s criterion
-//! benchmark (`kv`) is a binary of its own.
+//! (`make bench-sql`), `plugins` (`make bench-plugins`), `expiry`
+//! (`make bench-expiry`) or `kv` (`make bench`, criterion's point
+//! operations); without a name, all four in that order. Under `cargo test`
+//! the first three only say how they are run and criterion runs each `kv`
+//! benchmark once.
 
 mod common;
 mod expiry;
+mod kv;
 mod plugins;
 mod sql_vs_sqlite;
 
 fn main() {
-    let benches: [(&str, fn()); 3] = [
+    let benches: [(&str, fn()); 4] = [
         ("sql", sql_vs_sqlite::main),
         ("plugins", plugins::main),
         ("expiry", expiry::main),
+        ("kv", kv::main),
     ];
     let name = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
     let Some(name) = name else {

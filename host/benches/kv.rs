@@ -1,13 +1,16 @@
 //! Point put/get through the embedded API over RocksDB: `memory` vs `wal`
 //! durability, one writer vs many concurrent writers (group commit).
 //!
-//! Run with `make bench` (or `cargo bench -p ebb-host --bench kv`).
+//! Run with `make bench` (`cargo bench -p ebb-host --bench engine -- kv`).
+//! Criterion reads the same arguments, `kv` as its filter, so every
+//! benchmark's name starts with `kv-`. Under `cargo test` criterion runs
+//! each benchmark once, as a test.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput};
 use ebb_host::{Durability, Node, NodeConfig, PutOptions, Table};
 
 const VALUE: &[u8] = &[7u8; 100];
@@ -79,7 +82,7 @@ impl Drop for Fixture {
 
 fn puts(c: &mut Criterion) {
     let fixture = Fixture::new();
-    let mut group = c.benchmark_group("put");
+    let mut group = c.benchmark_group("kv-put");
     group.throughput(Throughput::Elements(1));
     for durability in [Durability::Memory, Durability::Wal] {
         group.bench_function(format!("{durability}/1-writer"), |b| {
@@ -95,7 +98,7 @@ fn puts(c: &mut Criterion) {
 fn gets(c: &mut Criterion) {
     let fixture = Fixture::new();
     fixture.puts(10_000, WRITERS, Durability::Memory);
-    let mut group = c.benchmark_group("get");
+    let mut group = c.benchmark_group("kv-get");
     group.throughput(Throughput::Elements(1));
     group.bench_function("hit", |b| {
         b.iter_custom(|iters| {
@@ -117,9 +120,12 @@ fn gets(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = puts, gets
+pub fn main() {
+    let mut criterion = Criterion::default()
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1))
+        .configure_from_args();
+    puts(&mut criterion);
+    gets(&mut criterion);
+    criterion.final_summary();
 }
-criterion_main!(benches);
