@@ -76,6 +76,40 @@ impl Terminal {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// Wait until the last line on the screen is an empty prompt: the
+    /// line editor is reading keys again. Keys sent before that can be
+    /// lost: before it prints the prompt, rustyline asks the terminal for
+    /// the cursor position and reads the answer from the same input, so a
+    /// key arriving first is taken as a malformed answer and dropped.
+    fn wait_for_prompt(&self) {
+        let started = std::time::Instant::now();
+        loop {
+            let screen = self.screen();
+            let last = screen.lines().rev().find(|line| !line.trim().is_empty());
+            if last.map(str::trim_end) == Some("ebb>") {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no empty prompt on the screen: {screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait until `ebb sql` has exited (its tmux session ends with it), so
+    /// everything it saves on the way out is on disk.
+    fn wait_for_exit(&self) {
+        wait_until(Duration::from_secs(10), "ebb sql exits", || {
+            !Command::new("tmux")
+                .args(["-L", &self.socket, "has-session"])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap()
+                .success()
+        });
+    }
+
     fn wait_for(&self, what: &str) {
         let started = std::time::Instant::now();
         while !self.screen().contains(what) {
@@ -122,6 +156,7 @@ fn the_prompt_edits_completes_recalls_and_remembers() {
     terminal.type_text(";");
     terminal.keys(&["Enter"], false);
     terminal.wait_for("(1 row");
+    terminal.wait_for_prompt();
     let screen = terminal.screen();
     assert!(
         screen.contains("\nn\n") || screen.contains("n\n-"),
@@ -134,12 +169,15 @@ fn the_prompt_edits_completes_recalls_and_remembers() {
     });
     assert!(!terminal.screen().contains("^[[A"));
     terminal.keys(&["C-c"], false);
+    terminal.wait_for_prompt();
     terminal.type_text("\\d");
     terminal.keys(&["Enter"], false);
     terminal.wait_for("memory bytes");
     assert!(terminal.screen().contains("customers"));
+    terminal.wait_for_prompt();
     terminal.type_text("\\q");
     terminal.keys(&["Enter"], false);
+    terminal.wait_for_exit();
     drop(terminal);
 
     // A new session remembers the statements of the last one.
