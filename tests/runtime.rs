@@ -278,7 +278,11 @@ async fn a_flood_beyond_the_queue_is_shed_explicitly_and_nothing_admitted_is_los
         workers: 1,
         capacity: 8,
     };
-    let (_, node) = memory_node(config().high_pool(pool)).await;
+    // Every write through the workers: with inline writes, each put of
+    // this single-threaded flood would apply during its own first poll and
+    // free its place before the next is admitted, so no queue would form
+    // (the next test).
+    let (_, node) = memory_node(config().high_pool(pool).inline_writes(false)).await;
     let t = node.table("t").unwrap();
     let key_of = |i: usize| format!("flood{i}");
     // All puts are submitted in one poll before any worker runs.
@@ -335,6 +339,97 @@ async fn a_flood_beyond_the_queue_is_shed_explicitly_and_nothing_admitted_is_los
             result.is_ok(),
             "key {i}: admitted writes land, shed ones do not"
         );
+    }
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_flood_to_idle_slots_applies_inline_and_sheds_nothing() {
+    // The same flood with inline writes (the default): each put applies on
+    // its own task at once, so the pool never fills and nothing is shed.
+    let pool = PoolConfig {
+        workers: 1,
+        capacity: 8,
+    };
+    let (_, node) = memory_node(config().high_pool(pool)).await;
+    let t = node.table("t").unwrap();
+    let results = futures::future::join_all((0..200).map(|i| {
+        let t = t.clone();
+        async move {
+            t.put(
+                &format!("flood{i}"),
+                "v",
+                PutOptions::default().durability(Durability::Memory),
+            )
+            .await
+        }
+    }))
+    .await;
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    let health = node.health().await;
+    let shed: u64 = health
+        .fragments
+        .iter()
+        .flat_map(|f| &f.as_ref().unwrap().pools)
+        .map(|p| p.shed)
+        .sum();
+    assert_eq!(shed, 0);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batchs_writes_of_one_key_apply_in_order_while_other_writers_keep_slots_busy() {
+    // A batch's items are admitted in order; versions are taken when an
+    // item applies. If a later item of a key applied inline while an
+    // earlier one waited in its worker's queue, the earlier would take the
+    // newer version and win. Background writers keep the workers' slots
+    // busy, so items find them both idle and busy.
+    let (_, node) = memory_node(config()).await;
+    let t = node.table("t").unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let background: Vec<_> = (0..2)
+        .map(|writer| {
+            let (t, stop) = (t.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let puts = (0..16).map(|i| {
+                        let t = t.clone();
+                        async move {
+                            t.put(&format!("bg{writer}-{i}"), "x", PutOptions::default())
+                                .await
+                        }
+                    });
+                    for put in futures::future::join_all(puts).await {
+                        put.unwrap();
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    for round in 0..300 {
+        let key = format!("ordered{round}");
+        let ops = (0..4)
+            .map(|i| BatchOp::Put {
+                key: key.clone(),
+                value: format!("v{i}").into(),
+                expiry: Expiry::Never,
+            })
+            .collect();
+        for outcome in t.batch(ops, Durability::Memory).await {
+            outcome.unwrap();
+        }
+        assert_eq!(
+            t.get(&key).await.unwrap().unwrap().value,
+            &b"v3"[..],
+            "round {round}: the batch's last write of the key wins"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for writer in background {
+        assert!(writer.await.unwrap() > 0);
     }
     node.shutdown().await.unwrap();
 }

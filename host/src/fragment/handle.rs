@@ -1,6 +1,7 @@
 //! The node's handle on a running fragment: starts its supervisor, admits
 //! and routes operations, asks for health, quiesce and stop.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,9 @@ use super::pool::{Permit, Priority};
 use super::runtime::{FragmentConfig, FragmentShared, Replicator};
 use super::state::{FragmentState, Mutation, WriteOutcome};
 use super::supervisor::{Child, FragmentSupervisor, SupervisorMsg};
+use super::turn::Queued;
 use super::worker::{Operation, Write};
+use crate::clock::now_ms;
 use crate::names::TableName;
 use crate::write::{Condition, Origin};
 
@@ -54,8 +57,12 @@ impl Fragment {
         self.shared.set_replicator(replicator);
     }
 
-    /// Admit a write to the `High` pool and route it. The receiver yields
-    /// the outcome, or is closed if the worker died before answering (the
+    /// Admit a write to the `High` pool and apply it: on the caller's task
+    /// when inline writes are on, the fragment takes writes and nothing of
+    /// the key's worker slot is queued or applying
+    /// ([`Turn::inline`](super::turn::Turn::inline)); else through the
+    /// key's worker. The receiver yields the outcome, or is closed if the
+    /// worker died (or the inline apply panicked) before answering (the
     /// write may or may not have been applied).
     pub(crate) async fn submit_write(
         &self,
@@ -68,6 +75,31 @@ impl Fragment {
     ) -> Result<oneshot::Receiver<Result<WriteOutcome, BacklogFull>>, SubmitError> {
         let permit = self.shared.admission.admit(Priority::High)?;
         let (reply, outcome) = oneshot::channel();
+        let turn = self.shared.turn(route);
+        if self.shared.config.inline_writes
+            && let Some(applying) = turn.inline()
+            && self.shared.takes_writes()
+        {
+            let applied = catch_unwind(AssertUnwindSafe(|| {
+                self.shared
+                    .state
+                    .write(&table, &key, mutation, &condition, origin, now_ms())
+            }));
+            drop(applying);
+            match applied {
+                Ok(result) => {
+                    let _ = reply.send(result);
+                }
+                // As a worker's death would: the caller hears "interrupted".
+                Err(_) => tracing::error!(
+                    fragment = self.shared.state.id(),
+                    table = %table,
+                    "a write panicked while it applied"
+                ),
+            }
+            drop(permit);
+            return Ok(outcome);
+        }
         let operation = Operation {
             write: Write {
                 table,
@@ -79,6 +111,7 @@ impl Fragment {
             },
             route,
             permit,
+            queued: Queued::new(turn.clone()),
         };
         self.send(operation).await?;
         Ok(outcome)

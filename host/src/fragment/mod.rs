@@ -36,6 +36,7 @@ pub(crate) mod settle;
 mod snapshotter;
 pub(crate) mod state;
 mod supervisor;
+mod turn;
 mod worker;
 
 pub use error::{BacklogFull, FragmentShutdownError, Shed, SubmitError};

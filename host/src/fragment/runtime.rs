@@ -14,6 +14,7 @@ use ractor::ActorRef;
 use super::command::{Applied, Command};
 use super::pool::{Admission, PoolConfig};
 use super::state::FragmentState;
+use super::turn::Turn;
 use super::worker::Operation;
 
 /// Settings of one fragment's runtime.
@@ -21,6 +22,9 @@ use super::worker::Operation;
 pub(crate) struct FragmentConfig {
     /// The `high` pool: worker actors and admission capacity for writes.
     pub(crate) high_pool: PoolConfig,
+    /// Whether a write to an idle worker slot applies on the caller's task
+    /// ([`Turn::inline`]).
+    pub(crate) inline_writes: bool,
     /// Capacity of the `background` pool (admission only: the query pages
     /// it admits run on the query threads).
     pub(crate) background_capacity: usize,
@@ -64,6 +68,9 @@ pub(crate) struct FragmentShared {
     /// to its key's worker without passing through the dispatcher's
     /// mailbox (one task hand-off fewer per write).
     workers: RwLock<Option<Arc<[ActorRef<Operation>]>>>,
+    /// One turn per worker slot (`high_pool.workers` of them, as many as
+    /// the dispatcher starts): who applies the slot's writes right now.
+    turns: Box<[Arc<Turn>]>,
     replicator: OnceLock<Arc<dyn Replicator>>,
 }
 
@@ -85,11 +92,14 @@ impl FragmentShared {
         Arc::new(Self {
             admission: Admission::new(state.id(), capacities),
             state,
-            config,
             restarts: Mutex::new(BTreeMap::new()),
             dispatcher: RwLock::new(None),
             workers: RwLock::new(None),
+            turns: (0..config.high_pool.workers.max(1))
+                .map(|_| Arc::new(Turn::default()))
+                .collect(),
             replicator: OnceLock::new(),
+            config,
         })
     }
 
@@ -131,6 +141,13 @@ impl FragmentShared {
     pub(crate) fn set_dispatcher(&self, dispatcher: Option<ActorRef<Operation>>) {
         if dispatcher.is_none() {
             *self.workers.write() = None;
+            // A write applying inline checked that the workers were
+            // published (holding its turn); wait it out, so that once this
+            // returns no write applies until a dispatcher publishes again
+            // (quiesce flushes after this, and must find every write).
+            for turn in self.turns.iter() {
+                turn.wait_idle();
+            }
         }
         *self.dispatcher.write() = dispatcher;
     }
@@ -148,6 +165,19 @@ impl FragmentShared {
         let workers = self.workers.read();
         let workers = workers.as_ref()?;
         Some(workers[worker_slot(route, workers.len())].clone())
+    }
+
+    /// Whether writes are taken: a dispatcher has published its workers
+    /// (not withdrawn for quiesce, nor dead and being replaced).
+    pub(crate) fn takes_writes(&self) -> bool {
+        self.workers.read().is_some()
+    }
+
+    /// The turn of the worker slot of the operations routed by `route`
+    /// (the slot [`worker_slot`] picks; the dispatcher starts one worker
+    /// per turn).
+    pub(crate) fn turn(&self, route: u64) -> &Arc<Turn> {
+        &self.turns[worker_slot(route, self.turns.len())]
     }
 }
 

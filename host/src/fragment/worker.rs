@@ -8,6 +8,7 @@ use tokio::sync::oneshot;
 use super::error::BacklogFull;
 use super::pool::Permit;
 use super::state::{FragmentState, Mutation, WriteOutcome};
+use super::turn::Queued;
 use crate::clock::now_ms;
 use crate::names::TableName;
 use crate::write::{Condition, Origin};
@@ -34,8 +35,9 @@ impl std::fmt::Debug for Write {
     }
 }
 
-/// An admitted operation: its write, its routing hash and its admission
-/// slot (released when the operation is done or dropped).
+/// An admitted operation: its write, its routing hash, its admission slot
+/// and its place in its worker slot's queue (both released when the
+/// operation is done or dropped).
 #[derive(Debug)]
 pub(crate) struct Operation {
     /// The work.
@@ -44,6 +46,8 @@ pub(crate) struct Operation {
     pub(crate) route: u64,
     /// Admission slot in the `high` pool.
     pub(crate) permit: Permit,
+    /// Place in the queue of its worker slot's [`Turn`](super::turn::Turn).
+    pub(crate) queued: Queued,
 }
 
 /// A worker. Stateless apart from the shared fragment state, so a restarted
@@ -69,6 +73,12 @@ impl Actor for Worker {
         operation: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        let Operation {
+            write,
+            permit,
+            queued,
+            ..
+        } = operation;
         let Write {
             table,
             key,
@@ -76,10 +86,14 @@ impl Actor for Worker {
             condition,
             origin,
             reply,
-        } = operation.write;
-        let outcome = state.write(&table, &key, mutation, &condition, origin, now_ms());
+        } = write;
+        let outcome =
+            queued.apply(|| state.write(&table, &key, mutation, &condition, origin, now_ms()));
+        // Out of the queue before the caller hears: its next write of the
+        // slot may then apply inline.
+        drop(queued);
         let _ = reply.send(outcome);
-        drop(operation.permit);
+        drop(permit);
         Ok(())
     }
 }

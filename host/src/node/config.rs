@@ -53,6 +53,11 @@ pub struct NodeConfig {
     /// Client writes, per fragment: worker actors that apply them and
     /// writes admitted at once. Default 2 workers, 4096 queued.
     pub high_pool: PoolConfig,
+    /// Whether a write whose worker slot is idle (nothing queued, nothing
+    /// applying) applies on the caller's task instead of its worker's, in
+    /// the same order and under the same admission (docs/runtime.md).
+    /// Default true; false sends every write through its worker.
+    pub inline_writes: bool,
     /// Query pages admitted at once per fragment (waiting for or running on
     /// a query thread); one more is shed with `QueryError::Overloaded`.
     /// Admission only: the pages run on the query threads. Default 256.
@@ -106,6 +111,7 @@ impl Default for NodeConfig {
                 workers: 2,
                 capacity: 4096,
             },
+            inline_writes: true,
             background_capacity: 256,
             query: QueryBudgets::default(),
             plugins: PluginLimits::default(),
@@ -163,6 +169,12 @@ impl NodeConfig {
     /// Set the client write pool.
     pub fn high_pool(mut self, pool: PoolConfig) -> Self {
         self.high_pool = pool;
+        self
+    }
+
+    /// Set whether writes to an idle worker slot apply on the caller's task.
+    pub fn inline_writes(mut self, inline: bool) -> Self {
+        self.inline_writes = inline;
         self
     }
 

@@ -211,6 +211,7 @@ impl Node {
         let committer = Arc::new(Committer::start(store.clone())?);
         let fragment_config = FragmentConfig {
             high_pool: config.high_pool,
+            inline_writes: config.inline_writes,
             background_capacity: config.background_capacity,
             flush_interval: config.flush_interval,
             clean_interval: config.clean_interval,
