@@ -565,9 +565,12 @@ async fn relaxed_continuations_in_key_order_return_every_key_once_under_a_concur
     // A writer runs through every query: new keys on both sides of any
     // position, and rewrites of existing keys with their own values (so
     // filters keep matching the same keys).
+    // The queries start only once the writer has written, so a busy machine
+    // that is slow to schedule the writer cannot make it miss them all.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = Arc::new(tokio::sync::Notify::new());
     let writer = {
-        let (t, stop) = (t.clone(), stop.clone());
+        let (t, stop, started) = (t.clone(), stop.clone(), started.clone());
         tokio::spawn(async move {
             let mut n = 0usize;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -583,11 +586,17 @@ async fn relaxed_continuations_in_key_order_return_every_key_once_under_a_concur
                     .await
                     .unwrap();
                 n += 1;
+                if n == 1 {
+                    started.notify_one();
+                }
                 tokio::time::sleep(Duration::from_micros(200)).await;
             }
             n
         })
     };
+    tokio::time::timeout(Duration::from_secs(30), started.notified())
+        .await
+        .expect("the writer wrote within 30 s");
     for (query, descending, originals) in [
         ("SELECT key FROM t", false, 300),
         ("SELECT key FROM t ORDER BY key", false, 300),
