@@ -387,9 +387,12 @@ async fn a_batchs_writes_of_one_key_apply_in_order_while_other_writers_keep_slot
     let (_, node) = memory_node(config()).await;
     let t = node.table("t").unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Rounds start once both writers have written, so a busy machine that
+    // is slow to schedule them cannot leave every slot idle throughout.
+    let started = Arc::new(tokio::sync::Semaphore::new(0));
     let background: Vec<_> = (0..2)
         .map(|writer| {
-            let (t, stop) = (t.clone(), stop.clone());
+            let (t, stop, started) = (t.clone(), stop.clone(), started.clone());
             tokio::spawn(async move {
                 let mut n = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -404,11 +407,19 @@ async fn a_batchs_writes_of_one_key_apply_in_order_while_other_writers_keep_slot
                         put.unwrap();
                     }
                     n += 1;
+                    if n == 1 {
+                        started.add_permits(1);
+                    }
                 }
                 n
             })
         })
         .collect();
+    tokio::time::timeout(Duration::from_secs(30), started.acquire_many(2))
+        .await
+        .expect("both writers wrote within 30 s")
+        .expect("the semaphore is never closed")
+        .forget();
     for round in 0..300 {
         let key = format!("ordered{round}");
         let ops = (0..4)
