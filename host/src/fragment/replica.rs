@@ -195,14 +195,14 @@ impl GroupMachine for FragmentState {
         let mut loaded = HashMap::new();
         for table in snapshot.tables {
             let name = TableName::system(&table.table).map_err(|e| e.to_string())?;
-            let mut partition = Partition::new();
+            let mut entries = Vec::with_capacity(table.records.len());
             for record in table.records {
                 validate_key(&record.key).map_err(|e| e.to_string())?;
                 let decoded =
                     Record::decode(&record.record, own_writer).map_err(|e| e.to_string())?;
-                partition.load(Entry::new(&record.key, &decoded));
+                entries.push(Entry::new(&record.key, &decoded));
             }
-            loaded.insert(name, partition);
+            loaded.insert(name, Partition::from_loaded(entries));
         }
         let mut outbox = Vec::with_capacity(snapshot.outbox.len() + 1);
         let prefix = outbox_prefix(self.id());

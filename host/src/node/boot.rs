@@ -47,7 +47,7 @@ pub(crate) fn load_fragment(
     now_ms: u64,
     outbox: &Outbox,
 ) -> Result<LoadedFragment, StoreError> {
-    let mut partitions: HashMap<TableName, Partition> = HashMap::new();
+    let mut tables: HashMap<TableName, Vec<Entry>> = HashMap::new();
     let mut high_water = (0, 0);
     let mut records = 0;
     let mut converted = StoreBatch::default();
@@ -58,12 +58,12 @@ pub(crate) fn load_fragment(
         } = loaded;
         high_water = high_water.max((record.hlc_ms, record.counter));
         records += 1;
-        let partition = match partitions.get_mut(table) {
-            Some(partition) => partition,
-            None => partitions.entry(table.clone()).or_default(),
+        let entries = match tables.get_mut(table) {
+            Some(entries) => entries,
+            None => tables.entry(table.clone()).or_default(),
         };
         if !record.is_expired_at(now_ms) {
-            partition.load(Entry::from_view(key, &record));
+            entries.push(Entry::from_view(key, &record));
             return Ok(());
         }
         // Expired while the node was down: rare, so owned copies are fine.
@@ -75,7 +75,7 @@ pub(crate) fn load_fragment(
             converted.outbox.push((event.key.clone(), event.encode()));
             events.push(event);
         }
-        partition.load(Entry::new(&key, &tombstone));
+        entries.push(Entry::new(&key, &tombstone));
         converted.records.push(StoredRecord {
             fragment,
             table: table.clone(),
@@ -88,6 +88,10 @@ pub(crate) fn load_fragment(
     if !converted.is_empty() {
         store.write(&[converted], true)?;
     }
+    let partitions = tables
+        .into_iter()
+        .map(|(table, entries)| (table, Partition::from_loaded(entries)))
+        .collect();
     Ok(LoadedFragment {
         partitions,
         high_water,

@@ -802,6 +802,103 @@ pub(crate) enum InsertAction<K, V, P: SharedPointerKind> {
     Split(K, Node<K, V, P>),
 }
 
+/// ebb patch: the `i`th of `parts` shares of `total` items as even as
+/// they can be (the first `total % parts` take one more).
+fn even_share(total: usize, parts: usize, i: usize) -> usize {
+    total / parts + usize::from(i < total % parts)
+}
+
+/// ebb patch: bulk building of packed trees.
+impl<K: Clone, V, P: SharedPointerKind> Node<K, V, P> {
+    /// A tree of the `len` entries `items` yields in strictly ascending key
+    /// order, its leaves and branches as full as the invariants allow:
+    /// `ceil(len / NODE_SIZE)` leaves of nearly equal sizes, and above them
+    /// as few branches per level as hold them, of nearly equal sizes too.
+    /// Every non-root leaf then holds more than `NODE_SIZE / 2` keys and
+    /// every non-root branch more than `NUM_CHILDREN / 2` children, above
+    /// the minimums (`THIRD`, `MEDIAN - 1` keys). `None` when `len` is 0.
+    ///
+    /// Panics if `items` yields fewer than `len` entries; entries past
+    /// `len` are not read. Keys out of order would break the tree's
+    /// invariants: `OrdMap::from_sorted_packed` checks them as they pass.
+    pub(crate) fn build_packed(len: usize, items: impl Iterator<Item = (K, V)>) -> Option<Self> {
+        if len == 0 {
+            return None;
+        }
+        let mut items = items;
+        let leaves = len.div_ceil(NODE_SIZE);
+        // Each node of the level being built, with the least key under it.
+        let mut level: Vec<(K, Self)> = Vec::with_capacity(leaves);
+        for i in 0..leaves {
+            let size = even_share(len, leaves, i);
+            let keys: Chunk<(K, V), NODE_SIZE> = items.by_ref().take(size).collect();
+            assert_eq!(keys.len(), size, "build_packed: fewer items than len");
+            let least = keys[0].0.clone();
+            level.push((least, Node::Leaf(SharedPointer::new(Leaf { keys }))));
+        }
+        while level.len() > 1 {
+            let nodes = level.len();
+            let branches = nodes.div_ceil(NUM_CHILDREN);
+            let mut below = level.into_iter();
+            level = Vec::with_capacity(branches);
+            for i in 0..branches {
+                let size = even_share(nodes, branches, i);
+                let mut group = below.by_ref().take(size);
+                let (least, first) = group.next().expect("a branch has children");
+                let mut keys = Chunk::new();
+                let children = match first {
+                    Node::Leaf(first) => {
+                        let mut leaves = Chunk::unit(first);
+                        for (key, node) in group {
+                            let Node::Leaf(leaf) = node else {
+                                unreachable!("one level holds leaves only")
+                            };
+                            keys.push_back(key);
+                            leaves.push_back(leaf);
+                        }
+                        Children::Leaves { leaves }
+                    }
+                    Node::Branch(first) => {
+                        let level = NonZeroUsize::new(first.level() + 1).unwrap();
+                        let mut branches = Chunk::unit(first);
+                        for (key, node) in group {
+                            let Node::Branch(branch) = node else {
+                                unreachable!("one level holds branches only")
+                            };
+                            keys.push_back(key);
+                            branches.push_back(branch);
+                        }
+                        Children::Branches { branches, level }
+                    }
+                };
+                level.push((least, Node::Branch(SharedPointer::new(Branch { keys, children }))));
+            }
+        }
+        level.pop().map(|(_, root)| root)
+    }
+}
+
+/// ebb patch: counting leaves.
+impl<K, V, P: SharedPointerKind> Node<K, V, P> {
+    /// The leaves under this node.
+    pub(crate) fn leaf_count(&self) -> usize {
+        match self {
+            Node::Leaf(_) => 1,
+            Node::Branch(branch) => branch.leaf_count(),
+        }
+    }
+}
+
+/// ebb patch: the leaves under a branch.
+impl<K, V, P: SharedPointerKind> Branch<K, V, P> {
+    fn leaf_count(&self) -> usize {
+        match &self.children {
+            Children::Leaves { leaves } => leaves.len(),
+            Children::Branches { branches, .. } => branches.iter().map(|b| b.leaf_count()).sum(),
+        }
+    }
+}
+
 impl<K, V, P: SharedPointerKind> Default for Node<K, V, P> {
     fn default() -> Self {
         Node::Leaf(SharedPointer::new(Leaf { keys: Chunk::new() }))

@@ -160,6 +160,28 @@ impl<A, P: SharedPointerKind> GenericOrdSet<A, P> {
         self.map.ptr_eq(&other.map)
     }
 
+    /// ebb patch: a set of the `len` values `items` yields in strictly
+    /// ascending order, its tree packed
+    /// ([`map::GenericOrdMap::from_sorted_packed`], which panics the same
+    /// way).
+    ///
+    /// Time: O(n)
+    #[must_use]
+    pub fn from_sorted_packed(len: usize, items: impl IntoIterator<Item = A>) -> Self
+    where
+        A: Ord + Clone,
+    {
+        GenericOrdSet {
+            map: map::GenericOrdMap::from_sorted_packed(len, items.into_iter().map(|a| (a, ()))),
+        }
+    }
+
+    /// ebb patch: the leaves of the set's tree (0 when it has none).
+    #[must_use]
+    pub fn leaf_count(&self) -> usize {
+        self.map.leaf_count()
+    }
+
     /// Discard all elements from the set.
     ///
     /// This leaves you with an empty set, and all elements that
