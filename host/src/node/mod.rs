@@ -155,7 +155,12 @@ impl Node {
             let store = store.clone();
             let outbox = outbox.clone();
             loads.push(tokio::task::spawn_blocking(move || {
-                boot::load_fragment(&*store, fragment, now, &outbox)
+                let loaded = boot::load_fragment(&*store, fragment, now, &outbox);
+                // The load's scratch (each table's list of records) was
+                // freed on this thread: hand it back now, not when the
+                // idle thread exits 10 s later.
+                crate::alloc::release_thread_memory();
+                loaded
             }));
         }
         let mut loaded = Vec::new();
