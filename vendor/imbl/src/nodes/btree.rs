@@ -809,7 +809,7 @@ fn even_share(total: usize, parts: usize, i: usize) -> usize {
 }
 
 /// ebb patch: bulk building of packed trees.
-impl<K: Clone, V, P: SharedPointerKind> Node<K, V, P> {
+impl<K: Ord + Clone, V, P: SharedPointerKind> Node<K, V, P> {
     /// A tree of the `len` entries `items` yields in strictly ascending key
     /// order, its leaves and branches as full as the invariants allow:
     /// `ceil(len / NODE_SIZE)` leaves of nearly equal sizes, and above them
@@ -818,9 +818,9 @@ impl<K: Clone, V, P: SharedPointerKind> Node<K, V, P> {
     /// every non-root branch more than `NUM_CHILDREN / 2` children, above
     /// the minimums (`THIRD`, `MEDIAN - 1` keys). `None` when `len` is 0.
     ///
-    /// Panics if `items` yields fewer than `len` entries; entries past
-    /// `len` are not read. Keys out of order would break the tree's
-    /// invariants: `OrdMap::from_sorted_packed` checks them as they pass.
+    /// Panics if `items` yields fewer than `len` entries or keys out of
+    /// strictly ascending order (checked in place, leaf by leaf, with no
+    /// key copied); entries past `len` are not read.
     pub(crate) fn build_packed(len: usize, items: impl Iterator<Item = (K, V)>) -> Option<Self> {
         if len == 0 {
             return None;
@@ -833,6 +833,12 @@ impl<K: Clone, V, P: SharedPointerKind> Node<K, V, P> {
             let size = even_share(len, leaves, i);
             let keys: Chunk<(K, V), NODE_SIZE> = items.by_ref().take(size).collect();
             assert_eq!(keys.len(), size, "build_packed: fewer items than len");
+            let after_previous = level.last().is_none_or(|(_, previous)| match previous {
+                Node::Leaf(previous) => previous.keys[previous.keys.len() - 1].0 < keys[0].0,
+                Node::Branch(_) => unreachable!("leaves are built first"),
+            });
+            let ascending = keys.windows(2).all(|pair| pair[0].0 < pair[1].0);
+            assert!(after_previous && ascending, "build_packed: keys out of order");
             let least = keys[0].0.clone();
             level.push((least, Node::Leaf(SharedPointer::new(Leaf { keys }))));
         }

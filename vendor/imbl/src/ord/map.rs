@@ -170,7 +170,7 @@ impl<K, V, P: SharedPointerKind> GenericOrdMap<K, V, P> {
     /// inserts leave). The next insert into a full leaf splits it as usual.
     ///
     /// Panics if `items` yields fewer than `len` pairs or keys out of
-    /// strictly ascending order (checked as they are read).
+    /// strictly ascending order.
     ///
     /// Time: O(n)
     #[must_use]
@@ -178,16 +178,9 @@ impl<K, V, P: SharedPointerKind> GenericOrdMap<K, V, P> {
     where
         K: Ord + Clone,
     {
-        let mut previous: Option<K> = None;
-        let items = items.into_iter().inspect(|(key, _)| {
-            if let Some(previous) = &previous {
-                assert!(previous < key, "from_sorted_packed: keys out of order");
-            }
-            previous = Some(key.clone());
-        });
         GenericOrdMap {
             size: len,
-            root: Node::build_packed(len, items),
+            root: Node::build_packed(len, items.into_iter()),
         }
     }
 
@@ -2812,6 +2805,15 @@ mod test {
     #[should_panic(expected = "keys out of order")]
     fn packed_maps_refuse_keys_out_of_order() {
         let _ = OrdMap::from_sorted_packed(3, [(1, ()), (3, ()), (2, ())]);
+    }
+
+    // ebb patch: also where one leaf ends and the next begins (17 keys
+    // make leaves of 9 and 8, each in order by itself).
+    #[test]
+    #[should_panic(expected = "keys out of order")]
+    fn packed_maps_refuse_keys_out_of_order_across_leaves() {
+        let keys = (10..=18).chain(1..=8).map(|k| (k, ()));
+        let _ = OrdMap::from_sorted_packed(17, keys);
     }
 
     // ebb patch: packed maps (nodes/btree.rs `build_packed`) of every size
