@@ -438,6 +438,40 @@ async fn a_batchs_writes_of_one_key_apply_in_order_while_other_writers_keep_slot
             "round {round}: the batch's last write of the key wins"
         );
     }
+    // A batch of more items than it keeps in flight at once (256): a key's
+    // writes still apply in item order across that window.
+    let ops = (0..1000)
+        .map(|i| BatchOp::Put {
+            key: format!("wide{}", i % 10),
+            value: format!("v{i}").into(),
+            expiry: Expiry::Never,
+        })
+        .collect();
+    let mut last: Vec<Option<ebb_host::Version>> = vec![None; 10];
+    for (i, outcome) in t
+        .batch(ops, Durability::Memory)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        let BatchOutcome::Written(version) = outcome.unwrap() else {
+            panic!("item {i}: a put answers its version");
+        };
+        if let Some(earlier) = &last[i % 10] {
+            assert!(
+                *earlier < version,
+                "item {i}: versions of a key rise in item order"
+            );
+        }
+        last[i % 10] = Some(version);
+    }
+    for key in 0..10 {
+        assert_eq!(
+            t.get(&format!("wide{key}")).await.unwrap().unwrap().value,
+            format!("v{}", 990 + key).as_bytes(),
+            "the key's last item wins"
+        );
+    }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for writer in background {
         assert!(writer.await.unwrap() > 0);
