@@ -91,9 +91,11 @@ impl PartitionSnapshot {
 
 /// Bytes a record's place in the ordered index costs at most on average:
 /// an 8-byte pointer in a leaf of 16 (160 bytes with its count) at least
-/// half full, plus the branches above it (measured over a million keys:
-/// 25 bytes when leaves split in half, 17 for keys written in order or at
-/// random, 22 for `key:N` written by number; vendor/README.md).
+/// half full, plus the branches above it. An upper bound: a full leaf
+/// lends to a sibling before it splits, so inserts leave leaves 82 % (at
+/// random) to 94 % (in key order) full, about 11 to 13 bytes per record,
+/// and a packed load 12 (vendor/README.md); deletes can leave leaves at
+/// half or below.
 const INDEX_SLOT_BYTES: usize = 25;
 /// Bytes an entry's place in the deadline or tombstone index costs (a
 /// `BTreeSet` of `(u64, Entry)`).
@@ -419,12 +421,17 @@ mod tests {
         assert_eq!(p.earliest_deadline(), Some(1_000_010));
         assert!(p.revision() > 0);
 
-        // The same records inserted one by one leave more leaves.
+        // The same records inserted one by one by number (each landing
+        // between keys written earlier) leave no fewer leaves, and, as a
+        // full leaf lends to a sibling before it splits, not many more
+        // (before it did, such keys left leaves 55 % full: imbl's
+        // `inserted_leaves_stay_full`, vendor/README.md).
         let mut inserted = Partition::new();
         for n in 0..20_000 {
             put(&mut inserted, &format!("key:{n}"), n + 1, None);
         }
-        assert!(p.index_leaves() * 10 < inserted.index_leaves() * 8);
+        assert!(inserted.index_leaves() >= p.index_leaves());
+        assert!(inserted.index_leaves() * 10 <= p.index_leaves() * 12);
 
         // Writes after the load: new keys between loaded ones, overwrites,
         // deletes.

@@ -503,6 +503,11 @@ impl<K: Ord + Clone, V: Clone, P: SharedPointerKind> Branch<K, V, P> {
             .unwrap_or_else(|x| x);
         let insert_action = match &mut self.children {
             Children::Leaves { leaves } => {
+                let i = if leaves[i].keys.len() < NODE_SIZE {
+                    i
+                } else {
+                    Self::lend_before_split(&mut self.keys, leaves, i, &key)
+                };
                 SharedPointer::make_mut(&mut leaves[i]).insert(key, value)
             }
             Children::Branches { branches, .. } => {
@@ -522,6 +527,53 @@ impl<K: Ord + Clone, V: Clone, P: SharedPointerKind> Branch<K, V, P> {
         }
     }
 }
+impl<K: Ord + Clone, V: Clone, P: SharedPointerKind> Branch<K, V, P> {
+    /// ebb patch: before a full leaf splits for a new key, it passes one
+    /// entry to a sibling with room for two (its first to the left
+    /// sibling's end, or its last to the right sibling's front, whichever
+    /// has more room) and the separator between them moves to match, as
+    /// `rebalance_leaves` does. A leaf then splits only when both its
+    /// siblings are (nearly) full, so leaves filled by inserts in any order
+    /// stay fuller: fewer leaves to hold and to walk. Returns the child the
+    /// key now belongs in; that child has room, or it is the full leaf `i`
+    /// and splits as before (no sibling had room, or `key` is already in it
+    /// and is replaced).
+    #[inline(never)]
+    fn lend_before_split(
+        keys: &mut Chunk<K, NODE_SIZE>,
+        leaves: &mut Chunk<SharedPointer<Leaf<K, V>, P>, NUM_CHILDREN>,
+        i: usize,
+        key: &K,
+    ) -> usize {
+        if slice_ext::binary_search_by(&leaves[i].keys, |(k, _)| k.cmp(key)).is_ok() {
+            return i;
+        }
+        let room = |j: usize| NODE_SIZE - leaves[j].keys.len();
+        let left = if i > 0 { room(i - 1) } else { 0 };
+        let right = if i + 1 < leaves.len() { room(i + 1) } else { 0 };
+        if left.max(right) < 2 {
+            return i;
+        }
+        // The sibling keeps a free slot after taking the entry, so the key
+        // fits wherever it lands: no second lending, no split.
+        let low = if left >= right { i - 1 } else { i };
+        let [lower, upper, ..] = &mut leaves[low..] else {
+            unreachable!()
+        };
+        let (lower, upper) = (
+            SharedPointer::make_mut(lower),
+            SharedPointer::make_mut(upper),
+        );
+        if low < i {
+            lower.keys.push_back(upper.keys.pop_front());
+        } else {
+            upper.keys.push_front(lower.keys.pop_back());
+        }
+        keys[low] = upper.keys.first().unwrap().0.clone();
+        if *key < keys[low] { low } else { low + 1 }
+    }
+}
+
 impl<K: Ord + Clone, V: Clone> Leaf<K, V> {
     pub(crate) fn insert<P: SharedPointerKind>(
         &mut self,
