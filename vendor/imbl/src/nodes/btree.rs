@@ -503,12 +503,18 @@ impl<K: Ord + Clone, V: Clone, P: SharedPointerKind> Branch<K, V, P> {
             .unwrap_or_else(|x| x);
         let insert_action = match &mut self.children {
             Children::Leaves { leaves } => {
-                let i = if leaves[i].keys.len() < NODE_SIZE {
-                    i
-                } else {
-                    Self::lend_before_split(&mut self.keys, leaves, i, &key)
-                };
-                SharedPointer::make_mut(&mut leaves[i]).insert(key, value)
+                let leaf = SharedPointer::make_mut(&mut leaves[i]);
+                match slice_ext::binary_search_by(&leaf.keys, |(k, _)| k.cmp(&key)) {
+                    Ok(at) => {
+                        let (k, v) = mem::replace(&mut leaf.keys[at], (key, value));
+                        InsertAction::Replaced(k, v)
+                    }
+                    Err(at) if leaf.keys.len() < NODE_SIZE => {
+                        leaf.keys.insert(at, (key, value));
+                        InsertAction::Inserted
+                    }
+                    Err(at) => Self::lend_or_split(&mut self.keys, leaves, i, at, key, value),
+                }
             }
             Children::Branches { branches, .. } => {
                 SharedPointer::make_mut(&mut branches[i]).insert(key, value)
@@ -528,34 +534,31 @@ impl<K: Ord + Clone, V: Clone, P: SharedPointerKind> Branch<K, V, P> {
     }
 }
 impl<K: Ord + Clone, V: Clone, P: SharedPointerKind> Branch<K, V, P> {
-    /// ebb patch: before a full leaf splits for a new key, it passes one
-    /// entry to a sibling with room for two (its first to the left
-    /// sibling's end, or its last to the right sibling's front, whichever
-    /// has more room) and the separator between them moves to match, as
-    /// `rebalance_leaves` does. A leaf then splits only when both its
-    /// siblings are (nearly) full, so leaves filled by inserts in any order
-    /// stay fuller: fewer leaves to hold and to walk. Returns the child the
-    /// key now belongs in; that child has room, or it is the full leaf `i`
-    /// and splits as before (no sibling had room, or `key` is already in it
-    /// and is replaced).
+    /// ebb patch: a new key bound for position `at` of the full leaf `i`.
+    /// Before the leaf splits, it passes one entry to a sibling with room
+    /// for two (its first to the left sibling's end, or its last to the
+    /// right sibling's front, whichever has more room) and the separator
+    /// between them moves to the right leaf's new first key, as
+    /// `rebalance_leaves` does; the key then goes where it belongs, into
+    /// one of the two, both of which have room. The leaf splits as before
+    /// only when neither sibling has room for two. Leaves filled by inserts
+    /// in any order thus stay fuller: fewer leaves to hold and to walk.
+    /// The positions are worked out from `at`, with no second search.
     #[inline(never)]
-    fn lend_before_split(
+    fn lend_or_split(
         keys: &mut Chunk<K, NODE_SIZE>,
         leaves: &mut Chunk<SharedPointer<Leaf<K, V>, P>, NUM_CHILDREN>,
         i: usize,
-        key: &K,
-    ) -> usize {
-        if slice_ext::binary_search_by(&leaves[i].keys, |(k, _)| k.cmp(key)).is_ok() {
-            return i;
-        }
+        at: usize,
+        key: K,
+        value: V,
+    ) -> InsertAction<K, V, P> {
         let room = |j: usize| NODE_SIZE - leaves[j].keys.len();
         let left = if i > 0 { room(i - 1) } else { 0 };
         let right = if i + 1 < leaves.len() { room(i + 1) } else { 0 };
         if left.max(right) < 2 {
-            return i;
+            return SharedPointer::make_mut(&mut leaves[i]).split_leaf_insert(at, key, value);
         }
-        // The sibling keeps a free slot after taking the entry, so the key
-        // fits wherever it lands: no second lending, no split.
         let low = if left >= right { i - 1 } else { i };
         let [lower, upper, ..] = &mut leaves[low..] else {
             unreachable!()
@@ -565,12 +568,26 @@ impl<K: Ord + Clone, V: Clone, P: SharedPointerKind> Branch<K, V, P> {
             SharedPointer::make_mut(upper),
         );
         if low < i {
+            // The full leaf is `upper`; its first entry moves left. A key
+            // before that entry, or between it and the next, ends `lower`.
             lower.keys.push_back(upper.keys.pop_front());
+            match at {
+                0 => lower.keys.insert(lower.keys.len() - 1, (key, value)),
+                1 => lower.keys.push_back((key, value)),
+                _ => upper.keys.insert(at - 1, (key, value)),
+            }
         } else {
+            // The full leaf is `lower`; its last entry moves right. A key
+            // past that entry follows it in `upper`.
             upper.keys.push_front(lower.keys.pop_back());
+            if at == NODE_SIZE {
+                upper.keys.insert(1, (key, value));
+            } else {
+                lower.keys.insert(at, (key, value));
+            }
         }
         keys[low] = upper.keys.first().unwrap().0.clone();
-        if *key < keys[low] { low } else { low + 1 }
+        InsertAction::Inserted
     }
 }
 
