@@ -2800,7 +2800,7 @@ mod test {
     }
 
     // ebb patch: a full leaf lends an entry to a sibling with room before
-    // it splits (nodes/btree.rs `lend_before_split`), so inserts in any
+    // it splits (nodes/btree.rs `lend_or_split`), so inserts in any
     // order leave leaves fuller than the half a split leaves; every
     // node's invariants and the contents hold throughout.
     #[test]
