@@ -266,8 +266,9 @@ mod tests {
         split_items(&headers, body.as_bytes()).unwrap()
     }
 
-    fn message(item: &Result<BatchItem, ApiError>) -> &str {
-        &item.as_ref().expect_err("an error").message
+    fn fails_with(item: &Result<BatchItem, ApiError>, needle: &str) {
+        let message = &item.as_ref().expect_err("an error").message;
+        assert!(message.contains(needle), "{message}");
     }
 
     /// Each NDJSON line parses alone: a line that is not JSON says so with
@@ -296,34 +297,15 @@ mod tests {
                 expiry: ebb_host::write::Expiry::Never,
             }
         );
-        assert!(
-            message(&items[1]).starts_with("line 3 is not JSON"),
-            "{}",
-            message(&items[1])
-        );
+        fails_with(&items[1], "line 3 is not JSON");
         assert_eq!(
             items[2].as_ref().unwrap().op,
             BatchOp::Delete { key: "b".into() }
         );
-        assert!(
-            message(&items[3]).contains("unknown field `extra`"),
-            "{}",
-            message(&items[3])
-        );
-        assert!(
-            message(&items[4]).starts_with("bad batch item"),
-            "{}",
-            message(&items[4])
-        );
-        assert!(
-            message(&items[5]).contains("\"frobnicate\""),
-            "{}",
-            message(&items[5])
-        );
-        assert!(
-            message(&items[6]).starts_with("bad batch item"),
-            "an op is a string"
-        );
+        fails_with(&items[3], "unknown field `extra`");
+        fails_with(&items[4], "bad batch item");
+        fails_with(&items[5], "\"frobnicate\"");
+        fails_with(&items[6], "bad batch item"); // an op is a string
         let BatchOp::Put { value, .. } = &items[7].as_ref().unwrap().op else {
             panic!("a put");
         };
@@ -340,16 +322,8 @@ mod tests {
         );
         assert_eq!(items.len(), 4);
         assert!(items[0].is_ok());
-        assert!(
-            message(&items[1]).contains("needs a value"),
-            "{}",
-            message(&items[1])
-        );
-        assert!(
-            message(&items[2]).starts_with("bad batch item"),
-            "{}",
-            message(&items[2])
-        );
+        fails_with(&items[1], "needs a value");
+        fails_with(&items[2], "bad batch item");
         assert_eq!(items[3].as_ref().unwrap().condition, Condition::Absent);
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
