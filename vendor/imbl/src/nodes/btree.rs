@@ -503,6 +503,8 @@ impl<K: Ord + Clone, V: Clone, P: SharedPointerKind> Branch<K, V, P> {
             .unwrap_or_else(|x| x);
         let insert_action = match &mut self.children {
             Children::Leaves { leaves } => {
+                // ebb patch: the leaf is searched here, once, so that a
+                // full one can lend to a sibling (`lend_or_split`).
                 let leaf = SharedPointer::make_mut(&mut leaves[i]);
                 match slice_ext::binary_search_by(&leaf.keys, |(k, _)| k.cmp(&key)) {
                     Ok(at) => {
