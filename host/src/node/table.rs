@@ -22,8 +22,9 @@ use crate::write::{
 
 /// Most items of one batch being submitted at once. Each item in flight
 /// holds its submission's state (and a `high` admission slot until it
-/// applies); batches of 10 000 items started all at once raised a
-/// 1 M-record load's peak resident size by about 45 MiB (BENCHMARKS.md).
+/// applies). With this bound and the HTTP batch parser's lighter items,
+/// a 1 M-record load in batches of 10 000 peaked about 45 MiB lower than
+/// with every item started at once (BENCHMARKS.md).
 /// Items still start in input order, so writes of one key in a batch apply
 /// in order.
 const BATCH_IN_FLIGHT: usize = 256;

@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, header};
-use axum::response::Response;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -246,12 +246,7 @@ pub async fn batch(
         write_result(&mut answer, outcome);
     }
     answer.extend_from_slice(b"]}");
-    let mut response = Response::new(Body::from(answer));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(response)
+    Ok(([(header::CONTENT_TYPE, "application/json")], answer).into_response())
 }
 
 #[cfg(test)]
