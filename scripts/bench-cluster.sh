@@ -13,7 +13,9 @@
 #     of each cluster seconds apart, both clusters up all along: single
 #     5 s runs of the same binary spread from 2.4 k to 4.4 k writes/s
 #     here (BENCHMARKS.md, 2026-12-05), so one pair of runs can land
-#     anywhere in that range.
+#     anywhere in that range. Each side's CPU per write is printed too
+#     (the three servers' user and system time over the load, per write
+#     answered): on shared cores it says what a write costs each design.
 #  2. Failover: FAILOVERS times, kill -9 the member leading fragment 0 and
 #     time until the first write to a key of fragment 0 is acknowledged by
 #     another member; p50 and p99.
@@ -138,6 +140,15 @@ load() {
     END {printf "%s %.2f %.2f %s\n", rps, ms(p50), ms(p99), (err==""?0:err)}' "$work/wrk.out"
 }
 
+# CPU time (user + system) the processes PIDS... have used, in µs.
+cpu_us() {
+  local tck; tck=$(getconf CLK_TCK)
+  for pid in "$@"; do cut -d' ' -f14,15 "/proc/$pid/stat"; done |
+    awk -v t="$tck" '{s += $1 + $2} END {printf "%.0f", s * 1000000 / t}'
+}
+# Requests the last `load` sent and got answered.
+served() { awk '/requests in/ {print $1}' "$work/wrk.out"; }
+
 start_ebb() { # name extra-args...: starts ebb serve, echoes nothing
   local name=$1; shift
   "$bin" serve --data-dir "$work/$name" "$@" >"$work/$name.out" 2>"$work/$name.err" &
@@ -186,6 +197,7 @@ for n in 1 2 3; do
   curl -fsS -X POST "http://127.0.0.1:726$n/v1/sql" -d '{"sql":"SELECT count(*) FROM bench"}' | sed "s/^/member $n: /"; echo
 done
 
+etcd_pids=()
 etcd_peers="e1=http://127.0.0.1:2381,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2383"
 for n in 1 2 3; do
   etcd --name "e$n" --data-dir "$work/etcd$n" \
@@ -194,19 +206,27 @@ for n in 1 2 3; do
     --initial-cluster "$etcd_peers" --initial-cluster-state new --log-level error \
     >"$work/etcd$n.log" 2>&1 &
   pids+=($!)
+  etcd_pids+=($!)
 done
 for n in 1 2 3; do
   for _ in $(seq 200); do curl -fsS "http://127.0.0.1:237$n/health" 2>/dev/null | grep -q true && break; sleep 0.05; done
 done
-# Three ebb members at `sync` against etcd, ROUNDS interleaved rounds.
-echo "ebb 3 members at sync against etcd 3 members (fsync, HTTP gateway), $ROUNDS interleaved rounds (req/s p50 p99 non-2xx):"
+# Three ebb members at `sync` against etcd, ROUNDS interleaved rounds,
+# with each side's CPU per write: the three servers' user and system time
+# over the load (wrk's own not counted) divided by the writes answered.
+ebb_pids=($(cat "$work/node1.pid" "$work/node2.pid" "$work/node3.pid"))
+echo "ebb 3 members at sync against etcd 3 members (fsync, HTTP gateway), $ROUNDS interleaved rounds (req/s p50 p99 non-2xx, then the three servers' CPU per write):"
 etcd_ratios=()
 errors=""
 for round in $(seq "$ROUNDS"); do
+  before=$(cpu_us "${ebb_pids[@]}")
   ebb=$(load http://127.0.0.1:7261 "$work/put.lua" "/v1/tables/bench/keys/k" "?durability=sync")
+  ebb="$ebb $(( ($(cpu_us "${ebb_pids[@]}") - before) / $(served) )) µs"
+  before=$(cpu_us "${etcd_pids[@]}")
   etcd=$(load http://127.0.0.1:2371 "$work/etcd.lua")
-  read -r c_rps _ _ c_err <<<"$ebb"
-  read -r e_rps _ _ e_err <<<"$etcd"
+  etcd="$etcd $(( ($(cpu_us "${etcd_pids[@]}") - before) / $(served) )) µs"
+  read -r c_rps _ _ c_err _ <<<"$ebb"
+  read -r e_rps _ _ e_err _ <<<"$etcd"
   [ "$c_err" = 0 ] || errors="$errors ebb:$c_err"
   [ "$e_err" = 0 ] || errors="$errors etcd:$e_err"
   etcd_ratios+=("$(awk -v c="$c_rps" -v e="$e_rps" 'BEGIN {printf "%.2f", c / e}')")
