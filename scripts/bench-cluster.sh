@@ -146,8 +146,13 @@ cpu_us() {
   for pid in "$@"; do cut -d' ' -f14,15 "/proc/$pid/stat"; done |
     awk -v t="$tck" '{s += $1 + $2} END {printf "%.0f", s * 1000000 / t}'
 }
-# Requests the last `load` sent and got answered.
-served() { awk '/requests in/ {print $1}' "$work/wrk.out"; }
+# "N µs": CPU per request the last `load` got answered, from the CPU
+# total BEFORE (of `cpu_us`) to now of the processes PIDS...
+per_write() {
+  local before=$1; shift
+  awk -v b="$before" -v a="$(cpu_us "$@")" '/requests in/ {n = $1}
+    END {printf "%.0f µs", (n > 0 ? (a - b) / n : 0)}' "$work/wrk.out"
+}
 
 start_ebb() { # name extra-args...: starts ebb serve, echoes nothing
   local name=$1; shift
@@ -221,10 +226,10 @@ errors=""
 for round in $(seq "$ROUNDS"); do
   before=$(cpu_us "${ebb_pids[@]}")
   ebb=$(load http://127.0.0.1:7261 "$work/put.lua" "/v1/tables/bench/keys/k" "?durability=sync")
-  ebb="$ebb $(( ($(cpu_us "${ebb_pids[@]}") - before) / $(served) )) µs"
+  ebb="$ebb $(per_write "$before" "${ebb_pids[@]}")"
   before=$(cpu_us "${etcd_pids[@]}")
   etcd=$(load http://127.0.0.1:2371 "$work/etcd.lua")
-  etcd="$etcd $(( ($(cpu_us "${etcd_pids[@]}") - before) / $(served) )) µs"
+  etcd="$etcd $(per_write "$before" "${etcd_pids[@]}")"
   read -r c_rps _ _ c_err _ <<<"$ebb"
   read -r e_rps _ _ e_err _ <<<"$etcd"
   [ "$c_err" = 0 ] || errors="$errors ebb:$c_err"
