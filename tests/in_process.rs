@@ -39,7 +39,7 @@ impl Transport for InProcess {
             let answer = async {
                 match service {
                     Service::Raft => cluster.serve_raft(&body).await,
-                    Service::Forward => cluster.serve_forward(&body).await,
+                    Service::Forward | Service::ForwardShort => cluster.serve_forward(&body).await,
                 }
             };
             tokio::time::timeout(timeout, answer)

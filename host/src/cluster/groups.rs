@@ -551,9 +551,15 @@ impl Cluster {
             Forward::Page(_) => remaining,
             _ => remaining.min(FORWARD_TIMEOUT),
         };
+        let service = match request {
+            Forward::Write { .. } | Forward::ReadIndex { .. } | Forward::Get { .. } => {
+                Service::ForwardShort
+            }
+            _ => Service::Forward,
+        };
         let answer = self
             .transport
-            .call(to, Service::Forward, request.encode(), timeout)
+            .call(to, service, request.encode(), timeout)
             .await?;
         Answer::decode(&answer).map_err(|e| TransportError::Unreachable {
             node: to,

@@ -29,6 +29,11 @@ pub enum Service {
     /// A client request forwarded to a fragment's leader
     /// (`ebb.cluster.v1.ForwardRequest`).
     Forward,
+    /// A forwarded request its leader answers within about one Raft
+    /// round (a write, a read index, a linearizable read): the transport
+    /// may carry it in one message with others of its kind to the same
+    /// member, each still answered on its own.
+    ForwardShort,
 }
 
 /// A member could not be reached or refused the message.

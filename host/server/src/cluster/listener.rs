@@ -16,7 +16,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::{
-    FORWARD_PATH, MAX_MESSAGE_BYTES, NODE_HEADER, RAFT_BATCH_PATH, RAFT_PATH, SECRET_HEADER,
+    FORWARD_BATCH_PATH, FORWARD_PATH, MAX_MESSAGE_BYTES, NODE_HEADER, RAFT_BATCH_PATH, RAFT_PATH,
+    SECRET_HEADER,
 };
 use ebb_host::Node;
 use ebb_host::raft::NodeId;
@@ -85,6 +86,20 @@ impl ClusterListener {
                     return answer(
                         StatusCode::BAD_REQUEST,
                         format!("a malformed batch of Raft messages: {error}"),
+                    );
+                }
+            },
+            FORWARD_BATCH_PATH => match RaftBatch::decode(body) {
+                // Every request at once: writes to one group share a round.
+                Ok(batch) => {
+                    let answers = batch.messages.iter().map(|m| cluster.serve_forward(m));
+                    let messages = futures::future::join_all(answers).await;
+                    Bytes::from(RaftBatch { messages }.encode_to_vec())
+                }
+                Err(error) => {
+                    return answer(
+                        StatusCode::BAD_REQUEST,
+                        format!("a malformed batch of forwarded requests: {error}"),
                     );
                 }
             },

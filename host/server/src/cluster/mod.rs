@@ -15,6 +15,10 @@ const RAFT_PATH: &str = "/internal/v1/raft";
 const RAFT_BATCH_PATH: &str = "/internal/v1/raft-batch";
 /// Path of forwarded requests (`ebb.cluster.v1.ForwardRequest` bodies).
 const FORWARD_PATH: &str = "/internal/v1/forward";
+/// Path of batches of short forwarded requests (writes and reads, in an
+/// `ebb.raft.v1.RaftBatch` envelope: one `ForwardRequest` per message,
+/// answered by one `ForwardAnswer` per message in the same order).
+const FORWARD_BATCH_PATH: &str = "/internal/v1/forward-batch";
 /// The sender's node id, on every internal request.
 const NODE_HEADER: &str = "x-ebb-node";
 /// The cluster secret, on every internal request when one is set.

@@ -8,7 +8,11 @@
 //! idle link sends each message at once, alone; a busy one pays one
 //! request, one header block and one receiving task per batch instead of
 //! per message, and the receiver appends the batch's entries in one group
-//! commit. Snapshots and other large messages always go alone.
+//! commit. Snapshots and other large messages always go alone. Short
+//! forwarded requests (writes and reads for a fragment's leader,
+//! [`Service::ForwardShort`]) are batched the same way, apart from the
+//! Raft messages: a batch's answer waits for its slowest request, so only
+//! requests that take about one Raft round share one.
 //!
 //! Each member's link is logged when it changes, not per message: a
 //! warning when messages to it start failing (again every
@@ -30,7 +34,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 
 use super::{
-    FORWARD_PATH, MAX_MESSAGE_BYTES, NODE_HEADER, RAFT_BATCH_PATH, RAFT_PATH, SECRET_HEADER,
+    FORWARD_BATCH_PATH, FORWARD_PATH, MAX_MESSAGE_BYTES, NODE_HEADER, RAFT_BATCH_PATH, RAFT_PATH,
+    SECRET_HEADER,
 };
 use ebb_host::raft::{NodeId, Service, Transport, TransportError};
 use ebb_proto::Message;
@@ -55,18 +60,45 @@ struct Pending {
     reply: tokio::sync::oneshot::Sender<Result<Bytes, TransportError>>,
 }
 
-/// The Raft messages waiting for a member, and the batches on the wire.
+/// The messages of one kind waiting for a member, and the batches of that
+/// kind on the wire.
 #[derive(Default)]
 struct Batches {
     waiting: Vec<Pending>,
     in_flight: usize,
 }
 
+/// What a batch carries: Raft messages, or short forwarded requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Raft = 0,
+    Forward = 1,
+}
+
+impl Kind {
+    /// The path of one message of this kind alone.
+    fn single_path(self) -> &'static str {
+        match self {
+            Kind::Raft => RAFT_PATH,
+            Kind::Forward => FORWARD_PATH,
+        }
+    }
+
+    /// The path of a batch of messages of this kind.
+    fn batch_path(self) -> &'static str {
+        match self {
+            Kind::Raft => RAFT_BATCH_PATH,
+            Kind::Forward => FORWARD_BATCH_PATH,
+        }
+    }
+}
+
 /// A member's connection, shared by every caller.
 #[derive(Default)]
 struct Slot {
     connection: tokio::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
-    batches: parking_lot::Mutex<Batches>,
+    /// By [`Kind`].
+    batches: [parking_lot::Mutex<Batches>; 2],
     link: parking_lot::Mutex<Link>,
     /// Whether `link` is in a run of failures: a message that gets through
     /// a working link (nearly every one) reads this and takes no lock.
@@ -213,16 +245,22 @@ impl Inner {
         }
     }
 
-    /// Send one Raft message to `to` in the next batch, sending that batch
-    /// now when fewer than [`MAX_BATCHES_IN_FLIGHT`] are on the wire.
-    async fn send_raft(self: Arc<Self>, to: NodeId, body: Bytes) -> Result<Bytes, TransportError> {
+    /// Send one message of `kind` to `to` in the next batch of its kind,
+    /// sending that batch now when fewer than [`MAX_BATCHES_IN_FLIGHT`] of
+    /// them are on the wire.
+    async fn send_batched(
+        self: Arc<Self>,
+        kind: Kind,
+        to: NodeId,
+        body: Bytes,
+    ) -> Result<Bytes, TransportError> {
         let (_, slot) = self.peers.get(&to).ok_or(TransportError::UnknownNode(to))?;
         if body.len() > MAX_BATCHED_BYTES {
-            return self.send(to, RAFT_PATH, body).await;
+            return self.send(to, kind.single_path(), body).await;
         }
         let (reply, answer) = tokio::sync::oneshot::channel();
         let batch = {
-            let mut batches = slot.batches.lock();
+            let mut batches = slot.batches[kind as usize].lock();
             batches.waiting.push(Pending { body, reply });
             (batches.in_flight < MAX_BATCHES_IN_FLIGHT).then(|| {
                 batches.in_flight += 1;
@@ -232,7 +270,7 @@ impl Inner {
         if let Some(batch) = batch {
             // Its own task: a caller that gives up (its timeout) must not
             // cancel the other callers' messages.
-            tokio::spawn(self.clone().run_batches(to, batch));
+            tokio::spawn(self.clone().run_batches(kind, to, batch));
         }
         answer.await.unwrap_or_else(|_| {
             Err(TransportError::Unreachable {
@@ -244,11 +282,11 @@ impl Inner {
 
     /// Send `batch`, then every batch that gathered meanwhile, until none
     /// waits.
-    async fn run_batches(self: Arc<Self>, to: NodeId, mut batch: Vec<Pending>) {
+    async fn run_batches(self: Arc<Self>, kind: Kind, to: NodeId, mut batch: Vec<Pending>) {
         let slot = &self.peers[&to].1;
         loop {
-            self.send_batch(to, batch).await;
-            let mut batches = slot.batches.lock();
+            self.send_batch(kind, to, batch).await;
+            let mut batches = slot.batches[kind as usize].lock();
             if batches.waiting.is_empty() {
                 batches.in_flight -= 1;
                 return;
@@ -257,19 +295,22 @@ impl Inner {
         }
     }
 
-    /// One HTTP/2 request for `batch` (a plain Raft request for one
-    /// message), and each message's answer to its caller.
-    async fn send_batch(&self, to: NodeId, batch: Vec<Pending>) {
+    /// One HTTP/2 request for `batch` (a plain request for one message),
+    /// and each message's answer to its caller.
+    async fn send_batch(&self, kind: Kind, to: NodeId, batch: Vec<Pending>) {
+        if batch.is_empty() {
+            return;
+        }
         if batch.len() == 1 {
             let Pending { body, reply } = batch.into_iter().next().expect("one message");
-            let _ = reply.send(self.send(to, RAFT_PATH, body).await);
+            let _ = reply.send(self.send(to, kind.single_path(), body).await);
             return;
         }
         let (bodies, replies): (Vec<Bytes>, Vec<_>) =
             batch.into_iter().map(|p| (p.body, p.reply)).unzip();
         let envelope = RaftBatch { messages: bodies }.encode_to_vec();
         let answers = self
-            .send(to, RAFT_BATCH_PATH, Bytes::from(envelope))
+            .send(to, kind.batch_path(), Bytes::from(envelope))
             .await
             .and_then(|bytes| {
                 let answers = RaftBatch::decode(bytes).map_err(|e| e.to_string());
@@ -357,13 +398,18 @@ impl Inner {
     }
 }
 
-/// The first [`MAX_BATCH_MESSAGES`] of `waiting`.
+/// The first [`MAX_BATCH_MESSAGES`] of `waiting`, less those whose caller
+/// gave up meanwhile (its timeout): a request nobody waits for is not sent
+/// late, after the caller may have asked another member.
 fn take_batch(waiting: &mut Vec<Pending>) -> Vec<Pending> {
-    if waiting.len() <= MAX_BATCH_MESSAGES {
-        return std::mem::take(waiting);
-    }
-    let rest = waiting.split_off(MAX_BATCH_MESSAGES);
-    std::mem::replace(waiting, rest)
+    let mut batch = if waiting.len() <= MAX_BATCH_MESSAGES {
+        std::mem::take(waiting)
+    } else {
+        let rest = waiting.split_off(MAX_BATCH_MESSAGES);
+        std::mem::replace(waiting, rest)
+    };
+    batch.retain(|pending| !pending.reply.is_closed());
+    batch
 }
 
 /// Open an HTTP/2 connection (prior knowledge, no TLS) to `addr`.
@@ -398,7 +444,10 @@ impl Transport for HttpTransport {
         Box::pin(async move {
             let sent = async {
                 match service {
-                    Service::Raft => this.clone().send_raft(to, body).await,
+                    Service::Raft => this.clone().send_batched(Kind::Raft, to, body).await,
+                    Service::ForwardShort => {
+                        this.clone().send_batched(Kind::Forward, to, body).await
+                    }
                     Service::Forward => this.send(to, FORWARD_PATH, body).await,
                 }
             };
@@ -418,23 +467,25 @@ impl Transport for HttpTransport {
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use hyper::Response;
     use hyper::body::Incoming;
 
     use super::*;
 
-    /// Requests a test peer received, by path.
+    /// Requests a test peer received, by path: (requests, messages).
     #[derive(Default)]
-    struct Seen {
-        single: AtomicUsize,
-        batches: AtomicUsize,
-        batched_messages: AtomicUsize,
+    struct Seen(parking_lot::Mutex<BTreeMap<String, (usize, usize)>>);
+
+    impl Seen {
+        fn at(&self, path: &str) -> (usize, usize) {
+            self.0.lock().get(path).copied().unwrap_or_default()
+        }
     }
 
-    /// A peer answering every Raft message with its own bytes, slowly
-    /// (1 ms), so messages gather while batches are on the wire.
+    /// A peer answering every message with its own bytes (each message of
+    /// a batch with its own), slowly (1 ms), so messages gather while
+    /// batches are on the wire.
     async fn echo_peer(seen: Arc<Seen>) -> String {
         let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = socket.local_addr().unwrap().to_string();
@@ -449,15 +500,17 @@ mod tests {
                             let path = request.uri().path().to_string();
                             let body = request.into_body().collect().await.unwrap().to_bytes();
                             tokio::time::sleep(Duration::from_millis(1)).await;
-                            if path == RAFT_BATCH_PATH {
-                                let batch = RaftBatch::decode(body.clone()).unwrap();
-                                seen.batches.fetch_add(1, Ordering::Relaxed);
-                                seen.batched_messages
-                                    .fetch_add(batch.messages.len(), Ordering::Relaxed);
-                            } else {
-                                assert_eq!(path, RAFT_PATH);
-                                seen.single.fetch_add(1, Ordering::Relaxed);
-                            }
+                            let messages = match path.as_str() {
+                                RAFT_BATCH_PATH | FORWARD_BATCH_PATH => {
+                                    RaftBatch::decode(body.clone()).unwrap().messages.len()
+                                }
+                                RAFT_PATH | FORWARD_PATH => 1,
+                                other => panic!("no route {other}"),
+                            };
+                            let mut seen = seen.0.lock();
+                            let at = seen.entry(path).or_default();
+                            at.0 += 1;
+                            at.1 += messages;
                             Ok::<_, Infallible>(Response::new(Full::new(body)))
                         }
                     });
@@ -468,6 +521,24 @@ mod tests {
             }
         });
         addr
+    }
+
+    /// 300 calls of `service` at once to a fresh echo peer: each gets its
+    /// own answer; what the peer saw.
+    async fn many_at_once(service: Service) -> Arc<Seen> {
+        let seen = Arc::new(Seen::default());
+        let addr = echo_peer(seen.clone()).await;
+        let peers = BTreeMap::from([(1, "127.0.0.1:1".to_string()), (2, addr)]);
+        let transport = HttpTransport::new(1, &peers, None);
+        let calls = (0..300).map(|i| {
+            let body = Bytes::from(format!("message {i}"));
+            let call = transport.call(2, service, body, Duration::from_secs(10));
+            async move { (i, call.await) }
+        });
+        for (i, answer) in futures::future::join_all(calls).await {
+            assert_eq!(answer.unwrap(), Bytes::from(format!("message {i}")));
+        }
+        seen
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -487,27 +558,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(&alone[..], b"one");
-        assert_eq!(seen.single.load(Ordering::Relaxed), 1);
-        // Many at once: each answer is its own message's, in fewer requests.
-        let calls = (0..300).map(|i| {
-            let body = Bytes::from(format!("message {i}"));
-            let call = transport.call(2, Service::Raft, body, Duration::from_secs(10));
-            async move { (i, call.await) }
-        });
-        for (i, answer) in futures::future::join_all(calls).await {
-            assert_eq!(answer.unwrap(), Bytes::from(format!("message {i}")));
-        }
-        let batches = seen.batches.load(Ordering::Relaxed);
-        let single = seen.single.load(Ordering::Relaxed) - 1;
-        assert_eq!(
-            seen.batched_messages.load(Ordering::Relaxed) + single,
-            300,
-            "every message sent once"
-        );
-        assert!(
-            batches + single < 100,
-            "{batches} batches and {single} single requests for 300 messages"
-        );
+        assert_eq!(seen.at(RAFT_PATH), (1, 1));
         // A large message goes alone even when others wait.
         let large = Bytes::from(vec![7u8; MAX_BATCHED_BYTES + 1]);
         let answer = transport
@@ -515,6 +566,39 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(answer, large);
+        assert_eq!(seen.at(RAFT_PATH), (2, 2));
+        // Many at once: each answer is its own message's, in fewer requests.
+        let seen = many_at_once(Service::Raft).await;
+        let (batches, batched) = seen.at(RAFT_BATCH_PATH);
+        let (single, _) = seen.at(RAFT_PATH);
+        assert_eq!(batched + single, 300, "every message sent once");
+        assert!(
+            batches + single < 100,
+            "{batches} batches and {single} single requests for 300 messages"
+        );
+        assert_eq!(seen.at(FORWARD_PATH), (0, 0));
+        assert_eq!(seen.at(FORWARD_BATCH_PATH), (0, 0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn short_forwards_gather_into_their_own_batches_and_others_go_alone() {
+        let seen = many_at_once(Service::ForwardShort).await;
+        let (batches, batched) = seen.at(FORWARD_BATCH_PATH);
+        let (single, _) = seen.at(FORWARD_PATH);
+        assert_eq!(batched + single, 300, "every request sent once");
+        assert!(
+            batches + single < 100,
+            "{batches} batches and {single} single requests for 300 requests"
+        );
+        assert_eq!(
+            seen.at(RAFT_BATCH_PATH),
+            (0, 0),
+            "no Raft batch carries them"
+        );
+        // Other forwarded requests (pages, metadata) never share a request.
+        let seen = many_at_once(Service::Forward).await;
+        assert_eq!(seen.at(FORWARD_PATH), (300, 300));
+        assert_eq!(seen.at(FORWARD_BATCH_PATH), (0, 0));
     }
 
     #[test]
@@ -555,15 +639,27 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_takes_at_most_its_limit() {
+    fn a_batch_takes_at_most_its_limit_and_leaves_out_callers_that_gave_up() {
+        let mut answers = Vec::new();
         let mut waiting: Vec<Pending> = (0..MAX_BATCH_MESSAGES + 3)
-            .map(|_| Pending {
-                body: Bytes::new(),
-                reply: tokio::sync::oneshot::channel().0,
+            .map(|i| {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                answers.push(answer);
+                Pending {
+                    body: Bytes::from(i.to_string()),
+                    reply,
+                }
             })
             .collect();
         assert_eq!(take_batch(&mut waiting).len(), MAX_BATCH_MESSAGES);
-        assert_eq!(take_batch(&mut waiting).len(), 3);
+        // The caller of the next-but-one message gave up.
+        drop(answers.remove(MAX_BATCH_MESSAGES + 1));
+        let rest = take_batch(&mut waiting);
+        let bodies: Vec<_> = rest.iter().map(|p| p.body.clone()).collect();
+        assert_eq!(
+            bodies,
+            [MAX_BATCH_MESSAGES, MAX_BATCH_MESSAGES + 2].map(|i| Bytes::from(i.to_string()))
+        );
         assert!(waiting.is_empty());
     }
 }
