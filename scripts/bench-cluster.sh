@@ -164,7 +164,7 @@ start_ebb() { # name extra-args...: starts ebb serve, echoes nothing
   echo $! >"$work/$name.pid"
 }
 
-echo "== write throughput: $CONNECTIONS connections, $DURATION, 100-byte values, unique keys, $FRAGMENTS fragments, $(nproc) cores shared by every process, commit $(git rev-parse --short HEAD)"
+echo "== write throughput: $CONNECTIONS connections, $DURATION, 100-byte values, unique keys, $FRAGMENTS fragments, $(nproc) cores shared by every process, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo +changes)"
 start_ebb single --listen 127.0.0.1:7260 --fragments "$FRAGMENTS"
 wait_ok http://127.0.0.1:7260/health
 peers="1=127.0.0.1:7271,2=127.0.0.1:7272,3=127.0.0.1:7273"
