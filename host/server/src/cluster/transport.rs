@@ -308,23 +308,41 @@ impl Inner {
         }
         let (bodies, replies): (Vec<Bytes>, Vec<_>) =
             batch.into_iter().map(|p| (p.body, p.reply)).unzip();
-        let envelope = RaftBatch { messages: bodies }.encode_to_vec();
-        let answers = self
-            .send(to, kind.batch_path(), Bytes::from(envelope))
+        let envelope = RaftBatch {
+            messages: bodies.clone(),
+        }
+        .encode_to_vec();
+        let answers = match self
+            .exchange(to, kind.batch_path(), Bytes::from(envelope))
             .await
-            .and_then(|bytes| {
-                let answers = RaftBatch::decode(bytes).map_err(|e| e.to_string());
-                match answers {
-                    Ok(answers) if answers.messages.len() == replies.len() => Ok(answers.messages),
-                    Ok(answers) => Err(format!(
-                        "{} answers to a batch of {}",
-                        answers.messages.len(),
-                        replies.len()
-                    )),
-                    Err(error) => Err(error),
+        {
+            // A member of an earlier version has no route for batches of
+            // forwarded requests (a rolling upgrade): each goes alone.
+            Ok((StatusCode::NOT_FOUND, _)) if kind == Kind::Forward => {
+                let alone = bodies
+                    .into_iter()
+                    .map(|body| self.send(to, kind.single_path(), body));
+                let answers = futures::future::join_all(alone).await;
+                for (reply, answer) in replies.into_iter().zip(answers) {
+                    let _ = reply.send(answer);
                 }
-                .map_err(|reason| TransportError::Unreachable { node: to, reason })
-            });
+                return;
+            }
+            answered => answered.and_then(|(status, body)| refused_unless_ok(to, status, body)),
+        };
+        let answers = answers.and_then(|bytes| {
+            let answers = RaftBatch::decode(bytes).map_err(|e| e.to_string());
+            match answers {
+                Ok(answers) if answers.messages.len() == replies.len() => Ok(answers.messages),
+                Ok(answers) => Err(format!(
+                    "{} answers to a batch of {}",
+                    answers.messages.len(),
+                    replies.len()
+                )),
+                Err(error) => Err(error),
+            }
+            .map_err(|reason| TransportError::Unreachable { node: to, reason })
+        });
         match answers {
             Ok(answers) => {
                 for (reply, answer) in replies.into_iter().zip(answers) {
@@ -339,12 +357,25 @@ impl Inner {
         }
     }
 
+    /// One request to `to`; its answer's body when the status is 200 OK,
+    /// else [`TransportError::Refused`].
     async fn send(
         &self,
         to: NodeId,
         path: &'static str,
         body: Bytes,
     ) -> Result<Bytes, TransportError> {
+        let (status, body) = self.exchange(to, path, body).await?;
+        refused_unless_ok(to, status, body)
+    }
+
+    /// One request to `to`: the answer's status and body.
+    async fn exchange(
+        &self,
+        to: NodeId,
+        path: &'static str,
+        body: Bytes,
+    ) -> Result<(StatusCode, Bytes), TransportError> {
         let (addr, slot) = self.peers.get(&to).ok_or(TransportError::UnknownNode(to))?;
         let unreachable = |reason: String| TransportError::Unreachable { node: to, reason };
         let mut sender = {
@@ -387,14 +418,19 @@ impl Inner {
             .await
             .map_err(|e| unreachable(e.to_string()))?
             .to_bytes();
-        if status == StatusCode::OK {
-            Ok(body)
-        } else {
-            Err(TransportError::Refused {
-                node: to,
-                reason: format!("{status}: {}", String::from_utf8_lossy(&body)),
-            })
-        }
+        Ok((status, body))
+    }
+}
+
+/// `body` when `status` is 200 OK, else a refusal by `to` quoting it.
+fn refused_unless_ok(to: NodeId, status: StatusCode, body: Bytes) -> Result<Bytes, TransportError> {
+    if status == StatusCode::OK {
+        Ok(body)
+    } else {
+        Err(TransportError::Refused {
+            node: to,
+            reason: format!("{status}: {}", String::from_utf8_lossy(&body)),
+        })
     }
 }
 
@@ -485,8 +521,9 @@ mod tests {
 
     /// A peer answering every message with its own bytes (each message of
     /// a batch with its own), slowly (1 ms), so messages gather while
-    /// batches are on the wire.
-    async fn echo_peer(seen: Arc<Seen>) -> String {
+    /// batches are on the wire; without `forward_batches` (a member of an
+    /// earlier version) it answers batches of forwarded requests 404.
+    async fn echo_peer(seen: Arc<Seen>, forward_batches: bool) -> String {
         let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = socket.local_addr().unwrap().to_string();
         tokio::spawn(async move {
@@ -500,6 +537,12 @@ mod tests {
                             let path = request.uri().path().to_string();
                             let body = request.into_body().collect().await.unwrap().to_bytes();
                             tokio::time::sleep(Duration::from_millis(1)).await;
+                            if path == FORWARD_BATCH_PATH && !forward_batches {
+                                seen.0.lock().entry(path).or_default().0 += 1;
+                                let mut refused = Response::new(Full::new(Bytes::new()));
+                                *refused.status_mut() = StatusCode::NOT_FOUND;
+                                return Ok::<_, Infallible>(refused);
+                            }
                             let messages = match path.as_str() {
                                 RAFT_BATCH_PATH | FORWARD_BATCH_PATH => {
                                     RaftBatch::decode(body.clone()).unwrap().messages.len()
@@ -523,11 +566,12 @@ mod tests {
         addr
     }
 
-    /// 300 calls of `service` at once to a fresh echo peer: each gets its
-    /// own answer; what the peer saw.
-    async fn many_at_once(service: Service) -> Arc<Seen> {
+    /// 300 calls of `service` at once to a fresh echo peer (with
+    /// `forward_batches` or not): each gets its own answer; what the peer
+    /// saw.
+    async fn many_at_once(service: Service, forward_batches: bool) -> Arc<Seen> {
         let seen = Arc::new(Seen::default());
-        let addr = echo_peer(seen.clone()).await;
+        let addr = echo_peer(seen.clone(), forward_batches).await;
         let peers = BTreeMap::from([(1, "127.0.0.1:1".to_string()), (2, addr)]);
         let transport = HttpTransport::new(1, &peers, None);
         let calls = (0..300).map(|i| {
@@ -544,7 +588,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn raft_messages_gather_into_batches_and_each_gets_its_own_answer() {
         let seen = Arc::new(Seen::default());
-        let addr = echo_peer(seen.clone()).await;
+        let addr = echo_peer(seen.clone(), true).await;
         let peers = BTreeMap::from([(1, "127.0.0.1:1".to_string()), (2, addr)]);
         let transport = HttpTransport::new(1, &peers, None);
         // Alone: one plain request.
@@ -568,7 +612,7 @@ mod tests {
         assert_eq!(answer, large);
         assert_eq!(seen.at(RAFT_PATH), (2, 2));
         // Many at once: each answer is its own message's, in fewer requests.
-        let seen = many_at_once(Service::Raft).await;
+        let seen = many_at_once(Service::Raft, true).await;
         let (batches, batched) = seen.at(RAFT_BATCH_PATH);
         let (single, _) = seen.at(RAFT_PATH);
         assert_eq!(batched + single, 300, "every message sent once");
@@ -582,7 +626,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn short_forwards_gather_into_their_own_batches_and_others_go_alone() {
-        let seen = many_at_once(Service::ForwardShort).await;
+        let seen = many_at_once(Service::ForwardShort, true).await;
         let (batches, batched) = seen.at(FORWARD_BATCH_PATH);
         let (single, _) = seen.at(FORWARD_PATH);
         assert_eq!(batched + single, 300, "every request sent once");
@@ -596,9 +640,23 @@ mod tests {
             "no Raft batch carries them"
         );
         // Other forwarded requests (pages, metadata) never share a request.
-        let seen = many_at_once(Service::Forward).await;
+        let seen = many_at_once(Service::Forward, true).await;
         assert_eq!(seen.at(FORWARD_PATH), (300, 300));
         assert_eq!(seen.at(FORWARD_BATCH_PATH), (0, 0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_member_without_forward_batches_gets_each_request_alone() {
+        let seen = many_at_once(Service::ForwardShort, false).await;
+        assert!(
+            seen.at(FORWARD_BATCH_PATH).0 >= 1,
+            "batches were tried and refused"
+        );
+        assert_eq!(
+            seen.at(FORWARD_PATH),
+            (300, 300),
+            "every request answered, each alone"
+        );
     }
 
     #[test]
