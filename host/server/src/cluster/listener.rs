@@ -75,31 +75,25 @@ impl ClusterListener {
         let reply = match path.as_str() {
             RAFT_PATH => cluster.serve_raft(&body).await,
             FORWARD_PATH => cluster.serve_forward(&body).await,
-            RAFT_BATCH_PATH => match RaftBatch::decode(body) {
-                // Every message at once: their log appends share a commit.
+            // Every message of a batch at once: Raft appends share a log
+            // commit, forwarded writes to one group share a round.
+            RAFT_BATCH_PATH | FORWARD_BATCH_PATH => match RaftBatch::decode(body) {
                 Ok(batch) => {
-                    let answers = batch.messages.iter().map(|m| cluster.serve_raft(m));
+                    let raft = path == RAFT_BATCH_PATH;
+                    let answers = batch.messages.iter().map(|m| async move {
+                        if raft {
+                            cluster.serve_raft(m).await
+                        } else {
+                            cluster.serve_forward(m).await
+                        }
+                    });
                     let messages = futures::future::join_all(answers).await;
                     Bytes::from(RaftBatch { messages }.encode_to_vec())
                 }
                 Err(error) => {
                     return answer(
                         StatusCode::BAD_REQUEST,
-                        format!("a malformed batch of Raft messages: {error}"),
-                    );
-                }
-            },
-            FORWARD_BATCH_PATH => match RaftBatch::decode(body) {
-                // Every request at once: writes to one group share a round.
-                Ok(batch) => {
-                    let answers = batch.messages.iter().map(|m| cluster.serve_forward(m));
-                    let messages = futures::future::join_all(answers).await;
-                    Bytes::from(RaftBatch { messages }.encode_to_vec())
-                }
-                Err(error) => {
-                    return answer(
-                        StatusCode::BAD_REQUEST,
-                        format!("a malformed batch of forwarded requests: {error}"),
+                        format!("a malformed batch on {path}: {error}"),
                     );
                 }
             },
