@@ -585,6 +585,18 @@ mod tests {
         seen
     }
 
+    /// That the peer got each of 300 messages once, on `batch_path` or
+    /// `single_path`, in fewer than 100 requests.
+    fn assert_batched(seen: &Seen, batch_path: &str, single_path: &str) {
+        let (batches, batched) = seen.at(batch_path);
+        let (single, _) = seen.at(single_path);
+        assert_eq!(batched + single, 300, "every message sent once");
+        assert!(
+            batches + single < 100,
+            "{batches} batches and {single} single requests for 300 messages"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn raft_messages_gather_into_batches_and_each_gets_its_own_answer() {
         let seen = Arc::new(Seen::default());
@@ -613,13 +625,7 @@ mod tests {
         assert_eq!(seen.at(RAFT_PATH), (2, 2));
         // Many at once: each answer is its own message's, in fewer requests.
         let seen = many_at_once(Service::Raft, true).await;
-        let (batches, batched) = seen.at(RAFT_BATCH_PATH);
-        let (single, _) = seen.at(RAFT_PATH);
-        assert_eq!(batched + single, 300, "every message sent once");
-        assert!(
-            batches + single < 100,
-            "{batches} batches and {single} single requests for 300 messages"
-        );
+        assert_batched(&seen, RAFT_BATCH_PATH, RAFT_PATH);
         assert_eq!(seen.at(FORWARD_PATH), (0, 0));
         assert_eq!(seen.at(FORWARD_BATCH_PATH), (0, 0));
     }
@@ -627,13 +633,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn short_forwards_gather_into_their_own_batches_and_others_go_alone() {
         let seen = many_at_once(Service::ForwardShort, true).await;
-        let (batches, batched) = seen.at(FORWARD_BATCH_PATH);
-        let (single, _) = seen.at(FORWARD_PATH);
-        assert_eq!(batched + single, 300, "every request sent once");
-        assert!(
-            batches + single < 100,
-            "{batches} batches and {single} single requests for 300 requests"
-        );
+        assert_batched(&seen, FORWARD_BATCH_PATH, FORWARD_PATH);
         assert_eq!(
             seen.at(RAFT_BATCH_PATH),
             (0, 0),
