@@ -585,7 +585,7 @@ mod tests {
         seen
     }
 
-    /// That the peer got each of 300 messages once, on `batch_path` or
+    /// Checks that the peer got each of 300 messages once, on `batch_path` or
     /// `single_path`, in fewer than 100 requests.
     fn assert_batched(seen: &Seen, batch_path: &str, single_path: &str) {
         let (batches, batched) = seen.at(batch_path);
