@@ -308,19 +308,20 @@ impl Inner {
         }
         let (bodies, replies): (Vec<Bytes>, Vec<_>) =
             batch.into_iter().map(|p| (p.body, p.reply)).unzip();
-        let envelope = RaftBatch {
-            messages: bodies.clone(),
-        }
-        .encode_to_vec();
+        // Kept to send each alone should the member have no batch route
+        // for them (only forwarded requests can meet one).
+        let fallback = (kind == Kind::Forward).then(|| bodies.clone());
+        let envelope = RaftBatch { messages: bodies }.encode_to_vec();
         let answers = match self
             .exchange(to, kind.batch_path(), Bytes::from(envelope))
             .await
         {
             // A member of an earlier version has no route for batches of
             // forwarded requests (a rolling upgrade): each goes alone.
-            Ok((StatusCode::NOT_FOUND, _)) if kind == Kind::Forward => {
-                let alone = bodies
+            Ok((StatusCode::NOT_FOUND, _)) if fallback.is_some() => {
+                let alone = fallback
                     .into_iter()
+                    .flatten()
                     .map(|body| self.send(to, kind.single_path(), body));
                 let answers = futures::future::join_all(alone).await;
                 for (reply, answer) in replies.into_iter().zip(answers) {
