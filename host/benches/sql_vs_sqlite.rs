@@ -14,6 +14,11 @@
 //! timed more often than `RUNS`, on every side alike (as many times as its
 //! slowest side's first run fits in [`MIN_TIMED`]): the median of five runs
 //! of a 6 µs query measures the caches more than the query.
+//!
+//! For profiling, `EBB_BENCH_LOOP=N` runs only ebb's side of each selected
+//! query N times once the answers are checked, and prints how long that
+//! took instead of the table (`QUERY=keyset EBB_BENCH_LOOP=300000 make
+//! bench-sql` under `perf record`).
 
 use crate::common;
 
@@ -46,6 +51,9 @@ pub fn main() {
     let rows: usize = common::env_or("ROWS", 1_000_000);
     let runs: usize = common::env_or("RUNS", 5);
     let only = std::env::var("QUERY").unwrap_or_default();
+    let profile_loop: Option<usize> = std::env::var("EBB_BENCH_LOOP")
+        .ok()
+        .map(|n| n.parse().expect("EBB_BENCH_LOOP is a number of runs"));
     let dir = tempfile::tempdir().unwrap();
     let runtime = common::runtime();
 
@@ -195,6 +203,19 @@ pub fn main() {
             ebb_rows, clustered_rows,
             "{name}: the answers differ (WITHOUT ROWID)"
         );
+        if let Some(n) = profile_loop {
+            // Profiling aid: ebb's side alone, in a loop.
+            let started = Instant::now();
+            for _ in 0..n {
+                run_ebb();
+            }
+            let took = started.elapsed();
+            println!(
+                "{name}: ebb's side {n} times in {took:?} ({:.2} µs each)",
+                took.as_secs_f64() * 1e6 / n.max(1) as f64
+            );
+            continue;
+        }
         let ebb = common::median((0..runs).map(|_| run_ebb().0).collect());
         let lite = common::median((0..runs).map(|_| run_sqlite(sql).0).collect());
         let clustered = common::median((0..runs).map(|_| run_sqlite(&clustered_sql).0).collect());
@@ -214,6 +235,9 @@ pub fn main() {
         if let Some(goal) = goal {
             headlines.push((name, lite.as_secs_f64() / ebb.as_secs_f64(), goal));
         }
+    }
+    if profile_loop.is_some() {
+        return;
     }
     println!(
         "rows/s = records the query visits (as ebb counts them) per second; SQLite/ebb > 1 means ebb is faster; every answer checked equal"
