@@ -12,8 +12,10 @@
 //! the least timed runs per query, `QUERY=...` to run only queries whose
 //! label contains it). A query that answers in under a few milliseconds is
 //! timed more often than `RUNS`, on every side alike (as many times as its
-//! slowest side's first run fits in [`MIN_TIMED`]): the median of five runs
-//! of a 6 µs query measures the caches more than the query.
+//! slowest side's second, warm run fits in [`MIN_TIMED`]): the median of
+//! five runs of a 6 µs query measures the caches more than the query. The
+//! sides' runs are interleaved (one of each per round), so that the
+//! machine's speed drifting during a query's runs counts on every side.
 //!
 //! For profiling, `EBB_BENCH_LOOP=N` runs only ebb's side of each selected
 //! query N times once the answers are checked, and prints how long that
@@ -28,7 +30,7 @@ use ebb_host::{Node, NodeConfig, QueryRequest};
 use ebb_query::Value;
 
 /// A fast query is timed as many times per side as its slowest side's
-/// first (untimed, cold) run fits in this, at most [`MAX_RUNS`] times.
+/// warm (untimed) run fits in this, at most [`MAX_RUNS`] times.
 const MIN_TIMED: Duration = Duration::from_millis(200);
 /// The most timed runs of one query per side.
 const MAX_RUNS: usize = 100_001;
@@ -128,7 +130,7 @@ pub fn main() {
     ];
     println!();
     println!(
-        "{rows} rows, median of at least {runs} warm runs per side (more for a fast query: as many as its slowest side's first run fits {} ms times, at most {MAX_RUNS}; column runs), {} cores (ebb's pages on every core, SQLite on one thread), commit {}, load average {}",
+        "{rows} rows, median of at least {runs} warm runs per side (more for a fast query: as many as its slowest side's warm run fits {} ms times, at most {MAX_RUNS}; column runs; the sides interleaved, one run each per round), {} cores (ebb's pages on every core, SQLite on one thread), commit {}, load average {}",
         MIN_TIMED.as_millis(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         common::commit(),
@@ -181,11 +183,15 @@ pub fn main() {
             }
             (started.elapsed(), out)
         };
-        let (ebb_first, ebb_rows, scanned) = run_ebb();
-        let (lite_first, sqlite_rows) = run_sqlite(sql);
-        let (clustered_first, mut clustered_rows) = run_sqlite(&clustered_sql);
-        // The same number of runs on every side.
-        let slowest = ebb_first.max(lite_first).max(clustered_first);
+        let (_, ebb_rows, scanned) = run_ebb();
+        let (_, sqlite_rows) = run_sqlite(sql);
+        let (_, mut clustered_rows) = run_sqlite(&clustered_sql);
+        // The same number of runs on every side, sized by a warm run (the
+        // first one above also fills the caches and the plan caches).
+        let slowest = run_ebb()
+            .0
+            .max(run_sqlite(sql).0)
+            .max(run_sqlite(&clustered_sql).0);
         let runs = runs
             .max((MIN_TIMED.as_nanos() / slowest.as_nanos().max(1)).min(MAX_RUNS as u128) as usize);
         let mut ebb_rows: Vec<Vec<String>> = ebb_rows
@@ -216,9 +222,24 @@ pub fn main() {
             );
             continue;
         }
-        let ebb = common::median((0..runs).map(|_| run_ebb().0).collect());
-        let lite = common::median((0..runs).map(|_| run_sqlite(sql).0).collect());
-        let clustered = common::median((0..runs).map(|_| run_sqlite(&clustered_sql).0).collect());
+        // Interleaved, one run of each side per round: this machine's speed
+        // drifts within a minute, and a drift between two blocks of runs
+        // would count as a difference between the sides.
+        let (mut ebb, mut lite, mut clustered) = (
+            Vec::with_capacity(runs),
+            Vec::with_capacity(runs),
+            Vec::with_capacity(runs),
+        );
+        for _ in 0..runs {
+            ebb.push(run_ebb().0);
+            lite.push(run_sqlite(sql).0);
+            clustered.push(run_sqlite(&clustered_sql).0);
+        }
+        let (ebb, lite, clustered) = (
+            common::median(ebb),
+            common::median(lite),
+            common::median(clustered),
+        );
         let per_second = |d: Duration| scanned as f64 / d.as_secs_f64();
         println!(
             "{:<30} {:>10.2} {:>14.0} {:>10.2} {:>14.0} {:>12.2} {:>12.2} {:>12.2} {:>8}",
@@ -250,7 +271,9 @@ pub fn main() {
         };
         common::headline(
             &what,
-            &format!("SQLite in process, {rows} rows (SQLite time / ebb time)"),
+            &format!(
+                "SQLite in process, {rows} rows (SQLite time / ebb time, median of interleaved runs)"
+            ),
             ratio,
             common::Goal::AtLeast(goal),
         );
