@@ -20,7 +20,9 @@
 //! For profiling, `EBB_BENCH_LOOP=N` runs only ebb's side of each selected
 //! query N times once the answers are checked, and prints how long that
 //! took instead of the table (`QUERY=keyset EBB_BENCH_LOOP=300000 make
-//! bench-sql` under `perf record`).
+//! bench-sql` under `perf record`). `EBB_BENCH_VALGRIND=1` shrinks the
+//! plugin pool so that the bench runs under valgrind, to count
+//! instructions (docs/testing.md).
 
 use crate::common;
 
@@ -64,6 +66,13 @@ pub fn main() {
     if let Some(page) = std::env::var("PAGE").ok().and_then(|v| v.parse().ok()) {
         config.query.page_visit_budget = page;
         config.query.max_page_visit_budget = page;
+    }
+    if std::env::var_os("EBB_BENCH_VALGRIND").is_some() {
+        // Under valgrind, whose address space cannot hold the default
+        // plugin pool's reservation: the smallest pool (no query here
+        // calls a plugin).
+        config.plugins.max_plugins = 1;
+        config.plugins.idle_instances = 1;
     }
     let node = runtime.block_on(Node::open(config)).unwrap();
     runtime.block_on(common::load_ebb(&node, rows, row));
