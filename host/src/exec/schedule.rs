@@ -20,7 +20,7 @@ use super::scan::Scan;
 use super::{QueryBudgets, QueryStats};
 use crate::fragment::Fragment;
 use crate::fragment::partition::PartitionSnapshot;
-use crate::fragment::pool::Permit;
+use crate::fragment::pool::{Admission, Permit};
 use crate::plugin::PluginRuntime;
 
 /// A running query's pages and budgets.
@@ -359,10 +359,12 @@ impl<'a> Schedule<'a> {
         self.snapshot_ms
     }
 
-    /// A slot in `fragment`'s background pool, as a page takes: shed with
-    /// `Overloaded` when the pool is full.
-    pub(crate) fn admit(&self, fragment: u32) -> Result<Permit, QueryError> {
-        Ok(self.fragments[fragment as usize].admit_background()?)
+    /// A slot in `fragment`'s background pool, as a page takes, for a read
+    /// on the caller's stack (the inline merge): the permit borrows the
+    /// fragment's admission. Shed with `Overloaded` when the pool is full.
+    pub(crate) fn admit(&self, fragment: u32) -> Result<Permit<&'a Admission>, QueryError> {
+        let fragments: &'a [Fragment] = self.fragments;
+        Ok(fragments[fragment as usize].admit_background_borrowed()?)
     }
 
     /// Fetch one page for each of `scans[indexes]` concurrently.

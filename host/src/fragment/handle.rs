@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use super::error::{BacklogFull, FragmentShutdownError, SubmitError};
 use super::health::FragmentHealth;
-use super::pool::{Permit, Priority};
+use super::pool::{Admission, Permit, Priority};
 use super::runtime::{FragmentConfig, FragmentShared, Replicator};
 use super::state::{FragmentState, Mutation, WriteOutcome};
 use super::supervisor::{Child, FragmentSupervisor, SupervisorMsg};
@@ -123,6 +123,12 @@ impl Fragment {
     /// pool's capacity is reached.
     pub(crate) fn admit_background(&self) -> Result<Permit, SubmitError> {
         Ok(self.shared.admission.admit(Priority::Background)?)
+    }
+
+    /// [`Self::admit_background`] for a read that ends on the caller's
+    /// stack, the permit borrowing this fragment's admission.
+    pub(crate) fn admit_background_borrowed(&self) -> Result<Permit<&Admission>, SubmitError> {
+        Ok(self.shared.admission.admit_borrowed(Priority::Background)?)
     }
 
     /// Send `operation` to its key's worker; through the dispatcher when

@@ -5,6 +5,7 @@
 //! query threads, not on worker actors: the pool is admission only (a
 //! capacity and a shed count), so it has no workers.
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -63,14 +64,17 @@ pub(crate) struct Admission {
     gauges: [Gauge; 2],
 }
 
-/// Proof of admission; releases its slot when dropped.
+/// Proof of admission; releases its slot when dropped. It holds its
+/// admission by `Arc` (an operation handed to another task or thread) or,
+/// as `Permit<&Admission>`, borrowed: an operation that ends on the
+/// caller's stack saves the `Arc`'s two atomic counts.
 #[derive(Debug)]
-pub(crate) struct Permit {
-    admission: Arc<Admission>,
+pub(crate) struct Permit<A: Deref<Target = Admission> = Arc<Admission>> {
+    admission: A,
     priority: Priority,
 }
 
-impl Drop for Permit {
+impl<A: Deref<Target = Admission>> Drop for Permit<A> {
     fn drop(&mut self) {
         self.admission.gauges[self.priority.index()]
             .queued
@@ -94,6 +98,24 @@ impl Admission {
 
     /// Admit one operation, or shed it (counted) when the pool is full.
     pub(crate) fn admit(self: &Arc<Self>, priority: Priority) -> Result<Permit, Shed> {
+        self.enter(priority)?;
+        Ok(Permit {
+            admission: self.clone(),
+            priority,
+        })
+    }
+
+    /// [`Self::admit`], the permit borrowing this admission.
+    pub(crate) fn admit_borrowed(&self, priority: Priority) -> Result<Permit<&Self>, Shed> {
+        self.enter(priority)?;
+        Ok(Permit {
+            admission: self,
+            priority,
+        })
+    }
+
+    /// Take a slot of `priority`'s pool, or count a shed operation.
+    fn enter(&self, priority: Priority) -> Result<(), Shed> {
         let gauge = &self.gauges[priority.index()];
         let queued = gauge.queued.fetch_add(1, Ordering::AcqRel);
         if queued >= gauge.capacity {
@@ -105,10 +127,7 @@ impl Admission {
                 capacity: gauge.capacity,
             });
         }
-        Ok(Permit {
-            admission: self.clone(),
-            priority,
-        })
+        Ok(())
     }
 
     /// Capacity of a pool.
@@ -171,5 +190,28 @@ mod tests {
             admission.admit(Priority::High).is_ok(),
             "a finished operation frees its slot"
         );
+    }
+
+    #[test]
+    fn borrowed_permits_share_the_pools_of_owned_ones() {
+        let admission = Admission::new(5, [1, 2]);
+        let owned = admission.admit(Priority::Background).unwrap();
+        let borrowed = admission.admit_borrowed(Priority::Background).unwrap();
+        assert_eq!(admission.queued(Priority::Background), 2);
+        assert_eq!(
+            admission.admit_borrowed(Priority::Background).unwrap_err(),
+            Shed {
+                fragment: 5,
+                pool: "background",
+                capacity: 2
+            },
+            "a full pool sheds a borrowed permit too"
+        );
+        assert_eq!(admission.shed(Priority::Background), 1);
+        drop(borrowed);
+        assert_eq!(admission.queued(Priority::Background), 1);
+        assert!(admission.admit(Priority::Background).is_ok());
+        drop(owned);
+        assert_eq!(admission.queued(Priority::Background), 0);
     }
 }
