@@ -53,12 +53,14 @@ pub(crate) fn seal(key: &[u8; 32], mut cursor: pb::Cursor) -> String {
 /// [`Sealer::seal`] fills in when a response ends early.
 pub(crate) struct Sealer<'a> {
     key: &'a [u8; 32],
-    template: pb::Cursor,
+    /// Borrowed: most responses end without a cursor, and only sealing
+    /// one copies it.
+    template: &'a pb::Cursor,
 }
 
 impl<'a> Sealer<'a> {
     /// Seal cursors of `template` (its positions are replaced) with `key`.
-    pub(crate) fn new(key: &'a [u8; 32], template: pb::Cursor) -> Self {
+    pub(crate) fn new(key: &'a [u8; 32], template: &'a pb::Cursor) -> Self {
         Self { key, template }
     }
 

@@ -268,13 +268,19 @@ impl<'a> Query<'a> {
             remote.as_ref(),
         )
         .await?;
-        let sealer = Sealer::new(self.ctx.cursor_key, self.template.clone());
-        match self.plan.strategy {
+        // The sealer borrows the template, moved out of `self` meanwhile
+        // (the buffered strategies borrow all of `self`): no copy of the
+        // query's text unless a cursor is sealed.
+        let template = std::mem::take(&mut self.template);
+        let sealer = Sealer::new(self.ctx.cursor_key, &template);
+        let cursor = match self.plan.strategy {
             Strategy::KeyMerge { .. } => {
                 merge::run(&mut self.schedule, &self.plan, scans, sink, &sealer).await
             }
             _ => self.run_buffered(scans, sink, &sealer).await,
-        }
+        };
+        self.template = template;
+        cursor
     }
 
     /// Sorted row queries and aggregates: compute the whole result, then
