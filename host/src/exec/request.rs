@@ -269,8 +269,9 @@ impl<'a> Query<'a> {
         )
         .await?;
         // The sealer borrows the template, moved out of `self` meanwhile
-        // (the buffered strategies borrow all of `self`): no copy of the
-        // query's text unless a cursor is sealed.
+        // (the buffered strategies borrow all of `self`) and put back
+        // after (a run dropped midway drops its query with it): no copy
+        // of the query's text unless a cursor is sealed.
         let template = std::mem::take(&mut self.template);
         let sealer = Sealer::new(self.ctx.cursor_key, &template);
         let cursor = match self.plan.strategy {
