@@ -4,6 +4,7 @@
 use crate::common;
 
 use std::process::Command;
+use std::time::Duration;
 
 use common::{Server, ebb_bin, wasm};
 
@@ -124,6 +125,59 @@ fn a_signal_while_the_plugin_dir_installs_still_shuts_down_cleanly() {
         &["--plugin-dir", plugins.path().to_str().unwrap()],
     );
     assert_eq!(server.stop(), 0, "caught, not the default action");
+}
+
+/// Where the address space cannot hold the default instance pool (64
+/// plugins × 4 idle instances, each slot reserving wasmtime's 4 GiB of
+/// linear memory), the server refuses to start and names the flag to
+/// lower; with `--plugin-idle-instances 0` the pool is a few slots and
+/// plugins still serve, each call instantiating its own.
+#[test]
+fn a_pool_the_address_space_cannot_hold_names_the_flag_that_shrinks_it() {
+    // 64 GiB: about seven pool slots and the rest of the server, far below
+    // the 263 slots of the default pool on 2 cores.
+    const ADDRESS_SPACE: u64 = 64 << 30;
+    let dir = tempfile::tempdir().unwrap();
+    let refused = Server::limited(dir.path(), &[], libc::RLIMIT_AS, ADDRESS_SPACE)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot reserve a pool") && err.contains("--plugin-idle-instances"),
+        "{err}"
+    );
+
+    let plugins = json_plugin_dir();
+    let args = [
+        "--plugin-idle-instances",
+        "0",
+        "--plugin-threads",
+        "2",
+        "--plugin-dir",
+        plugins.path().to_str().unwrap(),
+    ];
+    let command = Server::limited(dir.path(), &args, libc::RLIMIT_AS, ADDRESS_SPACE);
+    let server = Server::start_command(command, dir.path());
+    common::wait_until(Duration::from_secs(30), "the json plugin", || {
+        common::call("GET", &format!("{}/v1/plugins/json", server.url), &[], None).status == 200
+    });
+    let (code, _, err) = ebb(&server.url, &["put", "docs", "d1", r#"{"n": 41}"#]);
+    assert_eq!(code, 0, "{err}");
+    for _ in 0..3 {
+        let (code, out, err) = ebb(
+            &server.url,
+            &[
+                "sql",
+                "SELECT json.get_int(value, '$.n') + 1 AS n FROM docs",
+                "--format",
+                "csv",
+            ],
+        );
+        assert_eq!((code, out.as_str()), (0, "n\n42\n"), "{err}");
+    }
+    assert_eq!(server.stop(), 0);
 }
 
 #[test]

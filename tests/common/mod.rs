@@ -53,21 +53,38 @@ impl Server {
     /// [`Server::start`] with the open-files limit (soft and hard) set to
     /// `open_files`, so the server cannot raise it.
     pub fn start_with_open_files(data_dir: &Path, extra: &[&str], open_files: u64) -> Server {
+        let command = Self::limited(data_dir, extra, libc::RLIMIT_NOFILE, open_files);
+        Self::spawn(command, data_dir)
+    }
+
+    /// The command of [`Server::start`] with the resource limit `resource`
+    /// (soft and hard) set to `limit` in the child.
+    pub fn limited(
+        data_dir: &Path,
+        extra: &[&str],
+        resource: libc::__rlimit_resource_t,
+        limit: u64,
+    ) -> Command {
         use std::os::unix::process::CommandExt;
         let mut command = Self::command(data_dir, extra);
         // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
         unsafe {
             command.pre_exec(move || {
                 let limit = libc::rlimit {
-                    rlim_cur: open_files,
-                    rlim_max: open_files,
+                    rlim_cur: limit,
+                    rlim_max: limit,
                 };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                if libc::setrlimit(resource, &limit) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
+        command
+    }
+
+    /// Start `command` (from [`Server::limited`]) on `data_dir`.
+    pub fn start_command(command: Command, data_dir: &Path) -> Server {
         Self::spawn(command, data_dir)
     }
 

@@ -111,7 +111,7 @@ pub enum EngineError {
     /// The instance pool could not be reserved (too large for the address
     /// space).
     #[error(
-        "cannot reserve a pool of {capacity} plugin instances ({max_plugins} plugins × {idle_instances} idle + {threads} threads + {expiry_calls} expiry calls + 1); lower the plugin limits: {reason}"
+        "cannot reserve a pool of {capacity} plugin instances ({max_plugins} plugins × {idle_instances} idle + {threads} threads + {expiry_calls} expiry calls + 1); lower the plugin limits (`ebb serve --plugin-idle-instances`, `--plugin-threads`, `--expiry-concurrency`; embedded: `PluginLimits`): {reason}"
     )]
     Pool {
         /// Instances asked for ([`super::pool_capacity`]).

@@ -125,6 +125,12 @@ pub struct ServeArgs {
     /// 1); older ones are deleted.
     #[arg(long, default_value_t = ebb_host::plugin::PluginLimits::default().max_versions)]
     pub max_plugin_versions: usize,
+    /// Idle instances kept per plugin version for the next call (0 keeps
+    /// none: every call instantiates its own). The engine reserves address
+    /// space for 64 plugins × this many instances; lower it where that
+    /// reservation fails.
+    #[arg(long, default_value_t = ebb_host::plugin::PluginLimits::default().idle_instances)]
+    pub plugin_idle_instances: usize,
     /// Longest a client may take to send a request's line and headers
     /// (from the accept for a connection's first request, from the first
     /// byte for later ones); past it the connection is closed.
@@ -461,6 +467,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     config.expiry.backoff_max = args.expiry_backoff_max;
     config.expiry.concurrency = args.expiry_concurrency;
     config.plugins.max_versions = args.max_plugin_versions;
+    config.plugins.idle_instances = args.plugin_idle_instances;
     config.max_memory = args.max_memory;
     let cluster = match cluster_setup(&args).await {
         Ok(cluster) => cluster,
