@@ -190,16 +190,29 @@ impl KvStore for RocksStore {
         let outbox = self.family(CF_EXPIRY_OUTBOX)?;
         let raft_state = self.family(CF_RAFT_STATE)?;
         let mut batch = WriteBatch::default();
-        // The batch copies what it is given: one key and one value buffer
-        // serve every record.
-        let (mut key, mut value) = (Vec::new(), Vec::new());
+        // The batch copies what it is given: one buffer holds a part's
+        // encoded keys and one value buffer serves every record.
+        let (mut keys, mut order, mut key, mut value) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for part in batches {
-            for stored in &part.records {
-                key.clear();
-                encode_record_key_into(&mut key, stored.fragment, &stored.table, &stored.key);
+            // A part's records go in key order: the memtable's skiplist
+            // starts each insert from where the previous one went, so
+            // neighbouring keys descend a level or two instead of the whole
+            // list (a part, one fragment's buffer, comes in hash order).
+            // The sort is stable: a later put of the same key stays later
+            // and wins, as the batch's contract says.
+            keys.clear();
+            order.clear();
+            for (index, stored) in part.records.iter().enumerate() {
+                let start = keys.len();
+                encode_record_key_into(&mut keys, stored.fragment, &stored.table, &stored.key);
+                order.push((start, keys.len(), index));
+            }
+            order.sort_by(|a, b| keys[a.0..a.1].cmp(&keys[b.0..b.1]));
+            for &(start, end, index) in &order {
                 value.clear();
-                stored.record.encode_into(&mut value);
-                batch.put_cf(records, &key, &value);
+                part.records[index].record.encode_into(&mut value);
+                batch.put_cf(records, &keys[start..end], &value);
             }
             for removed in &part.removed {
                 key.clear();

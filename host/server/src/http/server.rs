@@ -356,7 +356,10 @@ impl Connection {
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             let busy = requests.begin();
             let request = request.map(|body| TimedBody::new(body, body_timeout));
-            let response = routes.clone().call(request);
+            // Boxed: the answer's future is about 3.7 KB, and hyper moves
+            // the future it is handed (into its in-flight slot) while this
+            // block's would be moved twice more; a box moves a pointer.
+            let response = Box::pin(routes.clone().call(request));
             async move {
                 let response = response.await;
                 Ok::<_, Infallible>(response.map(|body| UntilSent { body, _busy: busy }))
