@@ -66,10 +66,26 @@ fn plugins_are_called_locally_pushed_listed_and_used_in_sql() {
     let (code, out, _) = ebb(&server.url, &["plugin", "ls"]);
     assert_eq!(code, 0);
     assert!(out.contains("json") && out.contains("get_int"), "{out}");
-    let (code, _, err) = ebb(&server.url, &["put", "docs", "d1", r#"{"n": 41}"#]);
+    put_a_doc(&server.url);
+    assert_json_n_plus_one(&server.url);
+    let (code, _, _) = ebb(&server.url, &["plugin", "rm", "json"]);
+    assert_eq!(code, 0);
+    let (code, _, err) = ebb(&server.url, &["plugin", "show", "json"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "{err}");
+    assert_eq!(server.stop(), 0);
+}
+
+/// Put `docs/d1` = `{"n": 41}` through `ebb put`.
+fn put_a_doc(url: &str) {
+    let (code, _, err) = ebb(url, &["put", "docs", "d1", r#"{"n": 41}"#]);
     assert_eq!(code, 0, "{err}");
+}
+
+/// `ebb sql` calls the json plugin on `docs/d1` and gets 41 + 1.
+fn assert_json_n_plus_one(url: &str) {
     let (code, out, err) = ebb(
-        &server.url,
+        url,
         &[
             "sql",
             "SELECT json.get_int(value, '$.n') + 1 AS n FROM docs",
@@ -78,12 +94,6 @@ fn plugins_are_called_locally_pushed_listed_and_used_in_sql() {
         ],
     );
     assert_eq!((code, out.as_str()), (0, "n\n42\n"), "{err}");
-    let (code, _, _) = ebb(&server.url, &["plugin", "rm", "json"]);
-    assert_eq!(code, 0);
-    let (code, _, err) = ebb(&server.url, &["plugin", "show", "json"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("not_found"), "{err}");
-    assert_eq!(server.stop(), 0);
 }
 
 /// A directory holding the bundled json plugin, for `--plugin-dir`.
@@ -163,19 +173,9 @@ fn a_pool_the_address_space_cannot_hold_names_the_flag_that_shrinks_it() {
     common::wait_until(Duration::from_secs(30), "the json plugin", || {
         common::call("GET", &format!("{}/v1/plugins/json", server.url), &[], None).status == 200
     });
-    let (code, _, err) = ebb(&server.url, &["put", "docs", "d1", r#"{"n": 41}"#]);
-    assert_eq!(code, 0, "{err}");
+    put_a_doc(&server.url);
     for _ in 0..3 {
-        let (code, out, err) = ebb(
-            &server.url,
-            &[
-                "sql",
-                "SELECT json.get_int(value, '$.n') + 1 AS n FROM docs",
-                "--format",
-                "csv",
-            ],
-        );
-        assert_eq!((code, out.as_str()), (0, "n\n42\n"), "{err}");
+        assert_json_n_plus_one(&server.url);
     }
     assert_eq!(server.stop(), 0);
 }
