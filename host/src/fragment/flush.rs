@@ -167,14 +167,6 @@ struct FlushRequest {
     sync: bool,
 }
 
-/// The last flush of this buffer by the committer.
-#[derive(Debug, Clone, Default)]
-struct FlushRound {
-    /// Its failure: the sequence number through which its batch held
-    /// everything enqueued, and the error.
-    failed: Option<(u64, StoreError)>,
-}
-
 /// The write path from a fragment's partitions to the store.
 ///
 /// Winning mutations are enqueued in apply order under the partition lock,
@@ -195,9 +187,13 @@ pub(crate) struct Persistence {
     buffer: parking_lot::Mutex<Buffer>,
     /// The flush asked of the committer and not yet taken.
     request: parking_lot::Mutex<FlushRequest>,
-    /// The committer's flushes of this buffer: bumped after each, with
-    /// its failure.
-    rounds: tokio::sync::watch::Sender<FlushRound>,
+    /// Wakes the writers waiting on this buffer after each of the
+    /// committer's flushes of it.
+    rounds: tokio::sync::Notify,
+    /// The last flush's failure: the sequence number through which its
+    /// batch held everything enqueued, and the error; `None` after a
+    /// flush that succeeded.
+    last_failure: parking_lot::Mutex<Option<(u64, StoreError)>>,
     durable_seq: AtomicU64,
     synced_seq: AtomicU64,
     flushes: AtomicU64,
@@ -226,7 +222,8 @@ impl Persistence {
             outbox,
             buffer: parking_lot::Mutex::new(Buffer::default()),
             request: parking_lot::Mutex::new(FlushRequest::default()),
-            rounds: tokio::sync::watch::Sender::new(FlushRound::default()),
+            rounds: tokio::sync::Notify::new(),
+            last_failure: parking_lot::Mutex::new(None),
             durable_seq: AtomicU64::new(0),
             synced_seq: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
@@ -339,27 +336,36 @@ impl Persistence {
     }
 
     /// Wait until every record enqueued up to `seq` is in the store's log
-    /// (and fsynced with `sync`), or until a flush of it failed. Writers
+    /// (and fsynced with `sync`), or until a flush of it that ended after
+    /// this call began failed (an earlier failure is retried). Writers
     /// that wait together share flushes: the first asks the committer, which
     /// takes everything enqueued when its next write starts, and one
     /// wake-up answers them all. A caller that gives up leaves nothing half
     /// done: the committer owns the flush.
     pub async fn flush_through(self: &Arc<Self>, seq: u64, sync: bool) -> Result<(), StoreError> {
-        let mut rounds = self.rounds.subscribe();
+        // A failure recorded before this call is not this writer's to
+        // answer: its flush is asked again first.
+        let mut waited = false;
         loop {
+            // Listening before the checks: a flush that ends after them
+            // wakes this writer, even if it ends before the await.
+            let round = self.rounds.notified();
+            let mut round = std::pin::pin!(round);
+            round.as_mut().enable();
             if self.is_covered(seq, sync) {
                 return Ok(());
             }
-            self.request_flush(sync)?;
-            // The sender lives in `self`, which this holds: never closed.
-            let _ = rounds.changed().await;
-            let failed = rounds.borrow_and_update().failed.clone();
-            if let Some((through, error)) = failed
-                && through >= seq
-                && !self.is_covered(seq, sync)
-            {
-                return Err(error);
+            if waited {
+                let failed = self.last_failure.lock().clone();
+                if let Some((through, error)) = failed
+                    && through >= seq
+                {
+                    return Err(error);
+                }
             }
+            self.request_flush(sync)?;
+            round.await;
+            waited = true;
         }
     }
 
@@ -539,8 +545,8 @@ impl CommitSource for Persistence {
             }
         }
         drop(buffer);
-        let failed = outcome.as_ref().err().map(|error| (through, error.clone()));
-        self.rounds.send_modify(|round| round.failed = failed);
+        *self.last_failure.lock() = outcome.as_ref().err().map(|error| (through, error.clone()));
+        self.rounds.notify_waiters();
     }
 }
 
@@ -635,6 +641,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_writer_that_asks_after_a_failed_flush_gets_the_retrys_outcome() {
+        let (store, persistence) = setup(1 << 20);
+        let table = TableName::new("t").unwrap();
+        let (seq, _) = persistence.enqueue(&table, &Arc::from("k"), &record(1, "one"));
+        store.set_failing(true);
+        assert!(persistence.flush_through(seq, false).await.is_err());
+        store.set_failing(false);
+        // The failure stays recorded until the next flush; a writer that
+        // asks now has its flush retried, not the old failure answered.
+        persistence.flush_through(seq, false).await.unwrap();
+        assert_eq!(loaded(&store)["k"].value, Bytes::from("one"));
+        assert_eq!(persistence.stats().last_error, None);
+    }
+
+    #[tokio::test]
     async fn the_backlog_limit_refuses_before_anything_is_lost() {
         let (store, persistence) = setup(300);
         let table = TableName::new("t").unwrap();
@@ -697,9 +718,11 @@ mod tests {
         let table = TableName::new("t").unwrap();
         // A writer that asks after its record's batch was taken finds
         // nothing to write: no store write.
-        let mut rounds = persistence.rounds.subscribe();
+        let round = persistence.rounds.notified();
+        let mut round = std::pin::pin!(round);
+        round.as_mut().enable();
         persistence.request_flush(false).unwrap();
-        rounds.changed().await.unwrap();
+        round.await;
         assert_eq!((store.write_calls(), persistence.stats().flushes), (0, 0));
 
         let (seq, _) = persistence.enqueue(&table, &Arc::from("k"), &record(1, "v"));
