@@ -169,7 +169,7 @@ fn a_pool_the_address_space_cannot_hold_names_the_flag_that_shrinks_it() {
         plugins.path().to_str().unwrap(),
     ];
     let command = Server::limited(dir.path(), &args, libc::RLIMIT_AS, ADDRESS_SPACE);
-    let server = Server::start_command(command, dir.path());
+    let server = Server::spawn(command, dir.path());
     common::wait_until(Duration::from_secs(30), "the json plugin", || {
         common::call("GET", &format!("{}/v1/plugins/json", server.url), &[], None).status == 200
     });

@@ -69,10 +69,9 @@ pub fn main() {
     }
     if std::env::var_os("EBB_BENCH_VALGRIND").is_some() {
         // Under valgrind, whose address space cannot hold the default
-        // plugin pool's reservation: the smallest pool (no query here
-        // calls a plugin).
-        config.plugins.max_plugins = 1;
-        config.plugins.idle_instances = 1;
+        // plugin pool's reservation: no idle instances, as `ebb serve
+        // --plugin-idle-instances 0` (no query here calls a plugin).
+        config.plugins.idle_instances = 0;
     }
     let node = runtime.block_on(Node::open(config)).unwrap();
     runtime.block_on(common::load_ebb(&node, rows, row));

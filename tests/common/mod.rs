@@ -83,11 +83,6 @@ impl Server {
         command
     }
 
-    /// Start `command` (from [`Server::limited`]) on `data_dir`.
-    pub fn start_command(command: Command, data_dir: &Path) -> Server {
-        Self::spawn(command, data_dir)
-    }
-
     fn command(data_dir: &Path, extra: &[&str]) -> Command {
         let mut command = Command::new(ebb_bin());
         command.args(["serve", "--listen", "127.0.0.1:0"]);
@@ -105,7 +100,9 @@ impl Server {
         command
     }
 
-    fn spawn(mut command: Command, data_dir: &Path) -> Server {
+    /// Start `command` (of [`Server::start`], or [`Server::limited`]) on
+    /// `data_dir`; waits until it listens.
+    pub fn spawn(mut command: Command, data_dir: &Path) -> Server {
         let mut child = command.spawn().expect("start ebb serve");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
