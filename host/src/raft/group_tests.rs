@@ -1,9 +1,11 @@
 //! Three replicas of one group in one process, joined by a channel router
 //! that can cut a node off: they agree on every committed command, a cut-off
-//! leader is replaced and commits nothing alone, and a node that rejoins
-//! after the log it missed was purged catches up from a snapshot.
+//! leader is replaced and commits nothing alone, a node that rejoins after
+//! the log it missed was purged catches up from a snapshot, and a commit
+//! reaches the followers with nothing after it to carry it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,7 +13,8 @@ use parking_lot::Mutex;
 
 use super::machine::GroupMachine;
 use super::testing::{
-    Replica, Router, WAIT, cluster, eventually, last_log_index, leader_other_than, purge_past,
+    Replica, Router, WAIT, cluster, cluster_with, config, eventually, last_log_index,
+    leader_other_than, purge_past,
 };
 use super::types::{Command, NodeId};
 
@@ -131,6 +134,29 @@ async fn replicas_agree_replace_a_cut_off_leader_and_catch_up_from_a_snapshot() 
     converged(&replicas, 80).await;
     for replica in replicas.values() {
         assert!(!replica.machine.0.lock().contains_key("lost"));
+    }
+    for replica in replicas.values() {
+        replica.raft.shutdown().await.unwrap();
+    }
+}
+
+/// The vendored openraft holds a commit back for a moment so the next
+/// entries carry it (vendor/README.md); with no entries after it, it must
+/// still go alone. Heartbeats (which carry commits too) and elections
+/// (a new leader commits an entry of its own) are off here, so the last
+/// write reaches the followers' machines only that way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_with_nothing_after_it_still_reaches_the_followers() {
+    let router = Router::default();
+    let quiet = openraft::Config {
+        enable_heartbeat: false,
+        enable_elect: false,
+        ..(*config()).clone()
+    };
+    let replicas = cluster_with(&router, 3, Kv::default, Arc::new(quiet)).await;
+    for key in 0..3 {
+        write(&replicas, None, key).await;
+        converged(&replicas, key + 1).await;
     }
     for replica in replicas.values() {
         replica.raft.shutdown().await.unwrap();

@@ -51,7 +51,16 @@ pub(crate) async fn cluster<M: GroupMachine>(
     count: NodeId,
     machine: impl Fn() -> M,
 ) -> BTreeMap<NodeId, Replica<M>> {
-    let config = config();
+    cluster_with(router, count, machine, config()).await
+}
+
+/// [`cluster`] with `config` instead of [`config`]'s.
+pub(crate) async fn cluster_with<M: GroupMachine>(
+    router: &Router<M>,
+    count: NodeId,
+    machine: impl Fn() -> M,
+    config: Arc<Config>,
+) -> BTreeMap<NodeId, Replica<M>> {
     let mut replicas = BTreeMap::new();
     for id in 1..=count {
         replicas.insert(id, start(router, id, &config, Arc::new(machine())).await);

@@ -1,0 +1,3 @@
+pub(crate) mod app;
+pub(crate) mod management;
+pub(crate) mod protocol;
