@@ -54,8 +54,11 @@ cluster: prereqs
 example: prereqs
 	$(CARGO) run $(PROFILE) --workspace --example embedded
 
+# Every target but the examples: the embedded API's two are compiled into
+# and run by ebb-host's integration tests (tests/examples.rs), and the HTTP
+# floor is built by the benchmark that needs it.
 test: prereqs-test plugins
-	$(CARGO) test $(PROFILE) --workspace --all-targets
+	$(CARGO) test $(PROFILE) --workspace --lib --bins --tests --benches
 	$(CARGO) test $(PROFILE) --workspace --doc
 
 # Refresh the console's screenshots in docs/img from its browser test.

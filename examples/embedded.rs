@@ -10,7 +10,12 @@ use ebb_host::{BatchOp, BatchOutcome, Durability, Expiry, Node, NodeConfig, PutO
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let data_dir = std::env::args().nth(1).unwrap_or_else(|| "ebb-data".into());
-    let node = Node::open(NodeConfig::new(&data_dir)).await?;
+    run(&data_dir).await
+}
+
+/// The walk-through over the data dir `data_dir` (`make test` runs it too).
+pub async fn run(data_dir: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let node = Node::open(NodeConfig::new(data_dir)).await?;
     let boot = node.boot_stats();
     println!(
         "opened {data_dir}: {} fragments, {} records loaded, {} had expired while down",

@@ -4,13 +4,16 @@
 //! Run `make plugins` first, then
 //! `cargo run --release -p ebb-host --example plugins`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ebb_host::{Durability, Node, NodeConfig, PutOptions, QueryRequest};
 
 fn module(name: &str) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
-    let target =
-        std::env::var("CARGO_TARGET_DIR").map_or_else(|_| PathBuf::from("target"), PathBuf::from);
+    // The workspace's target dir, wherever this runs from.
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        PathBuf::from,
+    );
     let path = target.join(format!(
         "wasm32-unknown-unknown/release/ebb_plugin_{name}.wasm"
     ));
@@ -20,6 +23,11 @@ fn module(name: &str) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    run().await
+}
+
+/// The walk-through in a temporary data dir (`make test` runs it too).
+pub async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let node = Node::open(NodeConfig::new(dir.path())).await?;
 

@@ -5,6 +5,8 @@
 
 #[path = "durability.rs"]
 mod durability;
+#[path = "examples.rs"]
+mod examples;
 #[path = "in_process.rs"]
 mod in_process;
 #[path = "layers.rs"]
