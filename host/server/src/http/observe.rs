@@ -22,9 +22,15 @@ use ebb_host::plugin::HandlerKind;
 /// Request counters and latency histograms, by route, and connection
 /// counters. Recording a request takes no lock once its route, method and
 /// status have been seen: read locks and atomic counters only.
+///
+/// Every key is bounded: routes are the router's patterns (or
+/// `unmatched`), methods other than the nine of RFC 9110 and PATCH count as
+/// `OTHER` (a client cannot add series by inventing methods), statuses are
+/// the server's own.
 #[derive(Default)]
 pub struct HttpMetrics {
-    routes: RwLock<HashMap<String, Arc<RouteMetrics>>>,
+    // Keys come from the router, not from clients: a fast hash is safe.
+    routes: RwLock<HashMap<String, Arc<RouteMetrics>, foldhash::fast::RandomState>>,
     /// Connections open, refused and timed out.
     pub connections: ConnectionStats,
 }
@@ -32,8 +38,36 @@ pub struct HttpMetrics {
 /// The requests of one route: counts by method and status, and latency.
 #[derive(Default)]
 pub struct RouteMetrics {
-    requests: RwLock<HashMap<(Method, u16), AtomicU64>>,
+    /// (method, status, count), in the order first seen: a route answers
+    /// a handful of combinations, so a scan beats hashing.
+    requests: RwLock<Vec<(MethodLabel, u16, AtomicU64)>>,
     latency: Histogram,
+}
+
+/// A request method as counted: a standard one, or `OTHER`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct MethodLabel(&'static str);
+
+impl MethodLabel {
+    fn of(method: &Method) -> Self {
+        const KNOWN: [Method; 9] = [
+            Method::GET,
+            Method::HEAD,
+            Method::POST,
+            Method::PUT,
+            Method::DELETE,
+            Method::PATCH,
+            Method::OPTIONS,
+            Method::CONNECT,
+            Method::TRACE,
+        ];
+        Self(
+            KNOWN
+                .iter()
+                .find(|known| *known == method)
+                .map_or("OTHER", Method::as_str),
+        )
+    }
 }
 
 impl HttpMetrics {
@@ -66,16 +100,21 @@ impl RouteMetrics {
     /// Count one request answered `status` after `elapsed`.
     pub fn record(&self, method: &Method, status: u16, elapsed: Duration) {
         self.latency.observe(elapsed);
-        let key = (method.clone(), status);
-        if let Some(count) = self.requests.read().get(&key) {
-            count.fetch_add(1, Ordering::Relaxed);
+        let method = MethodLabel::of(method);
+        let seen = |requests: &[(MethodLabel, u16, AtomicU64)]| {
+            requests
+                .iter()
+                .find(|(m, s, _)| *s == status && *m == method)
+                .map(|(_, _, count)| count.fetch_add(1, Ordering::Relaxed))
+                .is_some()
+        };
+        if seen(&self.requests.read()) {
             return;
         }
-        self.requests
-            .write()
-            .entry(key)
-            .or_default()
-            .fetch_add(1, Ordering::Relaxed);
+        let mut requests = self.requests.write();
+        if !seen(&requests) {
+            requests.push((method, status, AtomicU64::new(1)));
+        }
     }
 
     /// (method, status, count), ordered by method and status.
@@ -84,8 +123,8 @@ impl RouteMetrics {
             .requests
             .read()
             .iter()
-            .map(|((method, status), count)| {
-                (method.to_string(), *status, count.load(Ordering::Relaxed))
+            .map(|(method, status, count)| {
+                (method.0.to_string(), *status, count.load(Ordering::Relaxed))
             })
             .collect();
         counts.sort();
@@ -622,6 +661,57 @@ fn connection_metrics(out: &mut PromWriter, stats: &ConnectionStats) {
             "ebb_http_connections_timed_out_total",
             &[("reason", reason)],
             value(counter),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invented_methods_share_one_series() {
+        let metrics = RouteMetrics::default();
+        for i in 0..100 {
+            let method = Method::from_bytes(format!("X{i}").as_bytes()).unwrap();
+            metrics.record(&method, 405, Duration::from_micros(10));
+        }
+        metrics.record(&Method::PUT, 200, Duration::from_micros(10));
+        metrics.record(&Method::PUT, 200, Duration::from_micros(10));
+        metrics.record(&Method::PUT, 409, Duration::from_micros(10));
+        assert_eq!(
+            metrics.counts(),
+            vec![
+                ("OTHER".to_string(), 405, 100),
+                ("PUT".to_string(), 200, 2),
+                ("PUT".to_string(), 409, 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn routes_are_counted_apart() {
+        let metrics = HttpMetrics::default();
+        metrics
+            .route("/a")
+            .record(&Method::GET, 200, Duration::ZERO);
+        metrics
+            .route("/a")
+            .record(&Method::GET, 200, Duration::ZERO);
+        metrics
+            .route("/b")
+            .record(&Method::GET, 200, Duration::ZERO);
+        let counted: Vec<_> = metrics
+            .by_route()
+            .into_iter()
+            .map(|(route, m)| (route, m.counts()))
+            .collect();
+        assert_eq!(
+            counted,
+            vec![
+                ("/a".to_string(), vec![("GET".to_string(), 200, 2)]),
+                ("/b".to_string(), vec![("GET".to_string(), 200, 1)]),
+            ]
         );
     }
 }
