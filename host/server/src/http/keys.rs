@@ -116,7 +116,8 @@ fn params<T: PlainParams>(request: &Request) -> Result<T, ApiError> {
 fn key_path(path: &str) -> Option<(&str, &str)> {
     let (table, rest) = path.strip_prefix("/v1/tables/")?.split_once('/')?;
     let key = rest.strip_prefix("keys/")?;
-    let plain = |segment: &str| !segment.is_empty() && !segment.contains(['/', '%']);
+    let plain =
+        |segment: &str| !segment.is_empty() && !segment.bytes().any(|b| b == b'/' || b == b'%');
     (plain(table) && plain(key)).then_some((table, key))
 }
 
@@ -402,6 +403,9 @@ mod tests {
             "?ttl_ms=",
             "?ttl_ms=1&ttl_ms=2",
             "?durability=wal&&ttl_ms=1",
+            "?durability=wal&",
+            "?&durability=wal",
+            "?=wal",
             "?durability",
             "?nope=1",
             "?durability=me%6Dory",
