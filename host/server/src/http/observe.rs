@@ -24,7 +24,7 @@ use ebb_host::plugin::HandlerKind;
 /// status have been seen: read locks and atomic counters only.
 ///
 /// Every key is bounded: routes are the router's patterns (or
-/// `unmatched`), methods other than the nine of RFC 9110 and PATCH count as
+/// `unmatched`), methods other than the eight of RFC 9110 and PATCH count as
 /// `OTHER` (a client cannot add series by inventing methods), statuses are
 /// the server's own.
 #[derive(Default)]
