@@ -5,7 +5,9 @@
 //!
 //! Invariants openraft relies on: writes take effect in call order (one
 //! writer thread, [`LogWriter`]); an appended entry is readable when
-//! `append` returns and reported flushed only once durable; a saved vote is
+//! `append` returns (from memory: `append` queues the write and returns,
+//! so the group goes on while the writer fsyncs) and reported flushed only
+//! once durable; a saved vote is
 //! fsynced before `save_vote` returns; a purge records its marker in the
 //! same atomic write that deletes the entries. Reads run on blocking
 //! threads, never on a tokio worker, except those the group's recent
@@ -103,16 +105,27 @@ const RECENT_BYTES: usize = 512 * 1024;
 
 /// The tail of a group's log in memory: the entries appended since the
 /// node started (or since the last gap), up to [`RECENT_ENTRIES`] and
-/// [`RECENT_BYTES`], oldest dropped first.
+/// [`RECENT_BYTES`], oldest dropped first, except that an entry whose
+/// append is not yet in the store is never dropped (its only copy is
+/// here until the writer thread has written it).
 ///
-/// Invariant: the entries are contiguous and, when there are any, the last
+/// Invariants: the entries are contiguous and, when there are any, the last
 /// is the log's last (every append, truncation and purge goes through
-/// [`LogStore`], which updates them with the store), so a range within
-/// them reads the same as from the store.
+/// [`LogStore`], which updates them as it queues the store write), so a
+/// range within them reads what the store holds or is about to; every
+/// entry before the first held is in the store (or purged).
 #[derive(Default)]
 struct RecentEntries {
     entries: VecDeque<Entry>,
+    /// The append (its sequence number) that brought each entry, in step
+    /// with `entries`.
+    appends: VecDeque<u64>,
     bytes: usize,
+    /// Every append numbered up to this is in the store.
+    stored_through: u64,
+    /// The log's last entry as appends and truncations left it, once one
+    /// of them ran (the store's may still lag behind it).
+    last: Option<Option<LogId>>,
 }
 
 fn payload_len(entry: &Entry) -> usize {
@@ -123,9 +136,10 @@ fn payload_len(entry: &Entry) -> usize {
 }
 
 impl RecentEntries {
-    /// Add entries just written to the store (contiguous, ascending); a
-    /// gap after the ones held drops those first.
-    fn append(&mut self, appended: Vec<Entry>) {
+    /// Add entries (contiguous, ascending) whose store write is append
+    /// number `append`, queued; a gap after the ones held drops those
+    /// first (a snapshot was installed past them: no read asks for them).
+    fn append(&mut self, appended: Vec<Entry>, append: u64) {
         let Some(first) = appended.first() else {
             return;
         };
@@ -135,17 +149,39 @@ impl RecentEntries {
             .is_some_and(|last| last.log_id.index + 1 != first.log_id.index)
         {
             self.entries.clear();
+            self.appends.clear();
             self.bytes = 0;
         }
         for entry in appended {
             self.bytes += payload_len(&entry);
+            self.last = Some(Some(entry.log_id));
             self.entries.push_back(entry);
+            self.appends.push_back(append);
         }
+        self.trim();
+    }
+
+    /// Appends up to number `append` are in the store.
+    fn stored(&mut self, append: u64) {
+        self.stored_through = self.stored_through.max(append);
+        self.trim();
+    }
+
+    /// Drop the oldest entries beyond the bounds, stopping at the first
+    /// not yet in the store.
+    fn trim(&mut self) {
         while self.entries.len() > RECENT_ENTRIES || self.bytes > RECENT_BYTES {
-            let Some(dropped) = self.entries.pop_front() else {
+            if self
+                .appends
+                .front()
+                .is_none_or(|append| *append > self.stored_through)
+            {
                 break;
-            };
-            self.bytes -= payload_len(&dropped);
+            }
+            self.appends.pop_front();
+            if let Some(dropped) = self.entries.pop_front() {
+                self.bytes -= payload_len(&dropped);
+            }
         }
     }
 
@@ -157,6 +193,7 @@ impl RecentEntries {
             }
             self.bytes -= payload_len(last);
             self.entries.pop_back();
+            self.appends.pop_back();
         }
     }
 
@@ -168,7 +205,13 @@ impl RecentEntries {
             }
             self.bytes -= payload_len(first);
             self.entries.pop_front();
+            self.appends.pop_front();
         }
+    }
+
+    /// The index of the first entry held.
+    fn first(&self) -> Option<u64> {
+        self.entries.front().map(|entry| entry.log_id.index)
     }
 
     /// Entries `start..end` (`end` `None`: to the last) if every one of
@@ -248,34 +291,60 @@ impl RaftLogReader<TypeConfig> for LogReader {
             Bound::Excluded(&i) => Some(i),
             Bound::Unbounded => None,
         };
-        if let Some(entries) = self.recent.lock().range(start, end) {
-            return Ok(entries);
-        }
+        // What memory holds of the range, taken before the store is read:
+        // entries from the first held on may not be in the store yet, and
+        // every one before it is.
+        let (held, first_held) = {
+            let recent = self.recent.lock();
+            if let Some(entries) = recent.range(start, end) {
+                return Ok(entries);
+            }
+            match recent.first() {
+                Some(first) if start < first && end.is_none_or(|end| end > first) => {
+                    (recent.range(first, end), Some(first))
+                }
+                _ => (None, None),
+            }
+        };
         let from = entry_key(self.group, start);
-        let to = match range.end_bound() {
-            Bound::Included(&i) => match i.checked_add(1) {
+        let to = match (first_held, held.is_some(), range.end_bound()) {
+            (Some(first), true, _) => entry_key(self.group, first),
+            (_, _, Bound::Included(&i)) => match i.checked_add(1) {
                 Some(end) => entry_key(self.group, end),
                 None => entries_end(self.group),
             },
-            Bound::Excluded(&i) => entry_key(self.group, i),
-            Bound::Unbounded => entries_end(self.group),
+            (_, _, Bound::Excluded(&i)) => entry_key(self.group, i),
+            (_, _, Bound::Unbounded) => entries_end(self.group),
         };
         if from >= to {
-            return Ok(Vec::new());
+            return Ok(held.unwrap_or_default());
         }
-        self.blocking(move |store| {
-            let mut entries = Vec::new();
-            store.scan_range(Family::RaftLog, &from, &to, &mut |key, raw| {
-                let entry = decode_entry(raw).map_err(|e| StoreError::Corrupt {
-                    key: format!("{key:?}"),
-                    reason: e.to_string(),
+        let mut entries = self
+            .blocking(move |store| {
+                let mut entries = Vec::new();
+                store.scan_range(Family::RaftLog, &from, &to, &mut |key, raw| {
+                    let entry = decode_entry(raw).map_err(|e| StoreError::Corrupt {
+                        key: format!("{key:?}"),
+                        reason: e.to_string(),
+                    })?;
+                    entries.push(entry);
+                    Ok(())
                 })?;
-                entries.push(entry);
-                Ok(())
-            })?;
-            Ok(entries)
-        })
-        .await
+                Ok(entries)
+            })
+            .await?;
+        if let (Some(held), Some(first)) = (held, first_held) {
+            // The store's part ends right before the held part (or is empty:
+            // the log starts there); were it to end sooner, the read stops
+            // where the store's does rather than skip entries.
+            if entries
+                .last()
+                .is_none_or(|last| last.log_id.index + 1 == first)
+            {
+                entries.extend(held);
+            }
+        }
+        Ok(entries)
     }
 
     async fn read_vote(&mut self) -> io::Result<Option<Vote>> {
@@ -287,6 +356,8 @@ impl RaftLogReader<TypeConfig> for LogReader {
 pub struct LogStore {
     reader: LogReader,
     writer: LogWriter,
+    /// The number of the last append queued (see [`RecentEntries`]).
+    appends: u64,
     durability: AppendDurability,
     /// The committed marker last saved, which may still be queued for the
     /// store; `None` until one is saved.
@@ -309,6 +380,7 @@ impl LogStore {
                 recent: Arc::default(),
             },
             writer,
+            appends: 0,
             durability,
             committed: None,
         }
@@ -328,12 +400,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .read_state(TAG_PURGED, decode_marker)
             .await?
             .flatten();
-        let last_log_id = self
-            .reader
-            .last_entry()
-            .await?
-            .map(|entry| entry.log_id)
-            .or(last_purged_log_id);
+        // Appends may still be queued for the store: the last entry as they
+        // and truncations left it, once there is one.
+        let tracked = self.reader.recent.lock().last;
+        let last_entry = match tracked {
+            Some(last) => last,
+            None => self.reader.last_entry().await?.map(|entry| entry.log_id),
+        };
+        let last_log_id = last_entry.max(last_purged_log_id);
         Ok(LogState {
             last_purged_log_id,
             last_log_id,
@@ -408,13 +482,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 write
             })
             .collect();
+        self.appends += 1;
+        let append = self.appends;
+        // Readable from memory from now on; held there until written.
+        self.reader.recent.lock().append(recent, append);
+        let held = self.reader.recent.clone();
         self.writer
-            .write(writes, sync, Some(callback))
-            .await
-            .map_err(io_error)?;
-        // In the store now: readable from memory too.
-        self.reader.recent.lock().append(recent);
-        Ok(())
+            .append(writes, sync, callback, move || held.lock().stored(append))
+            .map_err(io_error)
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> io::Result<()> {
@@ -427,10 +502,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             None => entry_key(group, 0),
         };
         let write = FamilyWrite::DeleteRange(Family::RaftLog, from, entries_end(group));
-        self.reader
-            .recent
-            .lock()
-            .truncate_after(last_log_id.map(|id| id.index));
+        {
+            let mut recent = self.reader.recent.lock();
+            recent.truncate_after(last_log_id.map(|id| id.index));
+            // Entries after `last_log_id` go; a shorter log keeps its last.
+            if let Some(last) = recent.last {
+                let index = |id: Option<LogId>| id.map(|id| id.index);
+                if index(last) > index(last_log_id) {
+                    recent.last = Some(last_log_id);
+                }
+            }
+        }
         self.writer
             .write(vec![write], false, None)
             .await
@@ -486,7 +568,11 @@ mod tests {
     fn recent_entries_hold_a_bounded_contiguous_tail() {
         let mut recent = RecentEntries::default();
         assert_eq!(indexes(recent.range(1, None)), None, "nothing held");
-        recent.append((1..=600).map(|i| entry(i, 10)).collect());
+        recent.append((1..=600).map(|i| entry(i, 10)).collect(), 1);
+        // Not in the store yet: every entry is held, past the bounds.
+        assert_eq!(recent.entries.len(), 600);
+        assert_eq!(indexes(recent.range(1, Some(3))), Some(vec![1, 2]));
+        recent.stored(1);
         // The oldest beyond the count bound went; reads reaching them go
         // to the store.
         assert_eq!(recent.entries.len(), RECENT_ENTRIES);
@@ -506,17 +592,60 @@ mod tests {
         assert_eq!(recent.range(590, None), None);
         assert_eq!(indexes(recent.range(591, Some(593))), Some(vec![591, 592]));
         // A gap (a snapshot installed past them) starts over.
-        recent.append(vec![entry(900, 10)]);
+        recent.append(vec![entry(900, 10)], 2);
         assert_eq!(indexes(recent.range(900, None)), Some(vec![900]));
         assert_eq!(recent.range(595, None), None);
         recent.truncate_after(None);
         assert!(recent.entries.is_empty());
         assert_eq!(recent.bytes, 0);
 
-        // The byte bound: 100 KiB entries, five of them at most.
-        recent.append((1..=8).map(|i| entry(i, 100 * 1024)).collect());
+        // The byte bound: 100 KiB entries, five of them at most once
+        // written; appends written out of step free only their own.
+        recent.append((1..=4).map(|i| entry(i, 100 * 1024)).collect(), 3);
+        recent.append((5..=8).map(|i| entry(i, 100 * 1024)).collect(), 4);
+        assert_eq!(recent.entries.len(), 8);
+        recent.stored(3);
+        assert_eq!(recent.entries.len(), 5, "append 4 is not written yet");
+        assert_eq!(indexes(recent.range(4, None)), Some(vec![4, 5, 6, 7, 8]));
+        recent.append(vec![entry(9, 100 * 1024)], 5);
+        assert_eq!(indexes(recent.range(5, None)), Some(vec![5, 6, 7, 8, 9]));
+        recent.stored(5);
         assert_eq!(recent.entries.len(), 5);
         assert_eq!(recent.bytes, 5 * 100 * 1024);
-        assert_eq!(indexes(recent.range(4, None)), Some(vec![4, 5, 6, 7, 8]));
+        assert_eq!(recent.appends.len(), 5);
+        assert_eq!(recent.last.flatten().map(|id| id.index), Some(9));
+    }
+
+    /// Entries whose write is still queued are read from memory, a read
+    /// starting below what memory holds joins the store's part to them,
+    /// and the log state counts them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_joins_the_store_to_entries_not_yet_written() {
+        let store: Arc<dyn KvStore> = Arc::new(crate::store::MemoryStore::new());
+        let writer = LogWriter::start(store.clone()).unwrap();
+        let mut log = LogStore::new(
+            GroupId::fragment(0),
+            store,
+            writer.clone(),
+            AppendDurability::Wal,
+        );
+        use openraft::type_config::TypeConfigExt;
+        let (flushed, written) = TypeConfig::oneshot();
+        log.append((1..=100).map(|i| entry(i, 10)), IOFlushed::signal(flushed))
+            .await
+            .unwrap();
+        written.await.unwrap().unwrap();
+        // As if 101..=700 were appended and their write still queued.
+        log.reader
+            .recent
+            .lock()
+            .append((101..=700).map(|i| entry(i, 10)).collect(), u64::MAX);
+        let mut reader = log.get_log_reader().await;
+        let read = reader.try_get_log_entries(50..=700).await.unwrap();
+        let read: Vec<u64> = read.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(read, (50..=700).collect::<Vec<_>>());
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id.map(|id| id.index), Some(700));
+        writer.close();
     }
 }

@@ -22,9 +22,12 @@ struct Job {
     writes: Vec<FamilyWrite>,
     sync: bool,
     /// Answered once the write is in the store (readable; in the WAL).
-    written: oneshot::Sender<Result<(), StoreError>>,
+    written: Option<oneshot::Sender<Result<(), StoreError>>>,
     /// Told once the write is as durable as `sync` asked.
     flushed: Option<IOFlushed<TypeConfig>>,
+    /// Run on the writer thread once the write is in the store, before
+    /// `flushed` is told.
+    stored: Option<Box<dyn FnOnce() + Send>>,
 }
 
 /// Handle to the writer thread; clones share it. The thread ends after
@@ -77,12 +80,40 @@ impl LogWriter {
         flushed: Option<IOFlushed<TypeConfig>>,
     ) -> Result<(), StoreError> {
         let (written, done) = oneshot::channel();
-        let job = Job {
+        self.send(Job {
             writes,
             sync,
-            written,
+            written: Some(written),
             flushed,
-        };
+            stored: None,
+        })?;
+        done.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Queue `writes` in order after every request submitted before,
+    /// without waiting: `stored` runs (on the writer thread) once they are
+    /// in the store, then `flushed` is told once they are durable (fsynced
+    /// with `sync`). A failed write tells `flushed` the error and never
+    /// runs `stored`. Fails only when the writer is closed (`flushed` is
+    /// told so too).
+    pub(crate) fn append(
+        &self,
+        writes: Vec<FamilyWrite>,
+        sync: bool,
+        flushed: IOFlushed<TypeConfig>,
+        stored: impl FnOnce() + Send + 'static,
+    ) -> Result<(), StoreError> {
+        self.send(Job {
+            writes,
+            sync,
+            written: None,
+            flushed: Some(flushed),
+            stored: Some(Box::new(stored)),
+        })
+    }
+
+    /// Hand `job` to the thread; when closed, tell its `flushed` so.
+    fn send(&self, job: Job) -> Result<(), StoreError> {
         let sent = match self.inner.jobs.read().as_ref() {
             Some(jobs) => jobs.send(job),
             None => Err(mpsc::SendError(job)),
@@ -93,7 +124,7 @@ impl LogWriter {
             }
             return Err(StoreError::Closed);
         }
-        done.await.unwrap_or(Err(StoreError::Closed))
+        Ok(())
     }
 
     /// Queue `writes` (not fsynced) in order after every request submitted
@@ -101,13 +132,13 @@ impl LogWriter {
     /// such as the committed marker. Dropped if the writer is closed; a
     /// store failure shows in the next request that waits.
     pub(crate) fn submit(&self, writes: Vec<FamilyWrite>) {
-        let (written, _) = oneshot::channel();
         if let Some(jobs) = self.inner.jobs.read().as_ref() {
             let _ = jobs.send(Job {
                 writes,
                 sync: false,
-                written,
+                written: None,
                 flushed: None,
+                stored: None,
             });
         }
     }
@@ -144,10 +175,15 @@ fn run(store: &dyn KvStore, queue: mpsc::Receiver<Job>) {
             .collect();
         let result = store.write_entries(&writes, sync);
         for job in jobs {
+            if let (Ok(()), Some(stored)) = (&result, job.stored) {
+                stored();
+            }
             if let Some(flushed) = job.flushed {
                 flushed.io_completed(result.clone().map_err(std::io::Error::other));
             }
-            let _ = job.written.send(result.clone());
+            if let Some(written) = job.written {
+                let _ = written.send(result.clone());
+            }
         }
     }
 }
