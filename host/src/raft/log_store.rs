@@ -209,9 +209,18 @@ impl RecentEntries {
         }
     }
 
-    /// The index of the first entry held.
-    fn first(&self) -> Option<u64> {
-        self.entries.front().map(|entry| entry.log_id.index)
+    /// For a read of `start..end` that begins before the entries held and
+    /// reaches into them: the first index held and the held entries up to
+    /// `end` (or the last). Everything before that index is in the store.
+    fn tail(&self, start: u64, end: Option<u64>) -> Option<(u64, Vec<Entry>)> {
+        let first = self.entries.front()?.log_id.index;
+        let after_last = self.entries.back()?.log_id.index + 1;
+        if start >= first || end.is_some_and(|end| end <= first) {
+            return None;
+        }
+        let end = end.map_or(after_last, |end| end.min(after_last));
+        let held = self.entries.range(..(end - first) as usize).cloned();
+        Some((first, held.collect()))
     }
 
     /// Entries `start..end` (`end` `None`: to the last) if every one of
@@ -294,30 +303,25 @@ impl RaftLogReader<TypeConfig> for LogReader {
         // What memory holds of the range, taken before the store is read:
         // entries from the first held on may not be in the store yet, and
         // every one before it is.
-        let (held, first_held) = {
+        let held = {
             let recent = self.recent.lock();
             if let Some(entries) = recent.range(start, end) {
                 return Ok(entries);
             }
-            match recent.first() {
-                Some(first) if start < first && end.is_none_or(|end| end > first) => {
-                    (recent.range(first, end), Some(first))
-                }
-                _ => (None, None),
-            }
+            recent.tail(start, end)
         };
         let from = entry_key(self.group, start);
-        let to = match (first_held, held.is_some(), range.end_bound()) {
-            (Some(first), true, _) => entry_key(self.group, first),
-            (_, _, Bound::Included(&i)) => match i.checked_add(1) {
+        let to = match (&held, range.end_bound()) {
+            (Some((first, _)), _) => entry_key(self.group, *first),
+            (None, Bound::Included(&i)) => match i.checked_add(1) {
                 Some(end) => entry_key(self.group, end),
                 None => entries_end(self.group),
             },
-            (_, _, Bound::Excluded(&i)) => entry_key(self.group, i),
-            (_, _, Bound::Unbounded) => entries_end(self.group),
+            (None, Bound::Excluded(&i)) => entry_key(self.group, i),
+            (None, Bound::Unbounded) => entries_end(self.group),
         };
         if from >= to {
-            return Ok(held.unwrap_or_default());
+            return Ok(held.map(|(_, held)| held).unwrap_or_default());
         }
         let mut entries = self
             .blocking(move |store| {
@@ -333,7 +337,7 @@ impl RaftLogReader<TypeConfig> for LogReader {
                 Ok(entries)
             })
             .await?;
-        if let (Some(held), Some(first)) = (held, first_held) {
+        if let Some((first, held)) = held {
             // The store's part ends right before the held part (or is empty:
             // the log starts there); were it to end sooner, the read stops
             // where the store's does rather than skip entries.
@@ -644,6 +648,10 @@ mod tests {
         let read = reader.try_get_log_entries(50..=700).await.unwrap();
         let read: Vec<u64> = read.iter().map(|e| e.log_id.index).collect();
         assert_eq!(read, (50..=700).collect::<Vec<_>>());
+        // Past the last entry: what exists, the unwritten tail included.
+        let read = reader.try_get_log_entries(90..800).await.unwrap();
+        let read: Vec<u64> = read.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(read, (90..=700).collect::<Vec<_>>());
         let state = log.get_log_state().await.unwrap();
         assert_eq!(state.last_log_id.map(|id| id.index), Some(700));
         writer.close();
