@@ -160,6 +160,17 @@ async fn every_winning_write_and_delete_of_covered_keys_reaches_the_handler() {
             .as_deref(),
         Some("deleted")
     );
+    // The handler's writes commit before its batch is settled (acks come
+    // after the actions): the count is read once the outbox is empty.
+    eventually(Duration::from_secs(10), "an empty outbox", || async {
+        node.handler_status(HandlerKind::Change, "orders")
+            .await
+            .unwrap()
+            .queue
+            .pending
+            == 0
+    })
+    .await;
     let status = node
         .handler_status(HandlerKind::Change, "orders")
         .await
