@@ -410,9 +410,16 @@ fn change_handlers_over_http_and_ebb_trigger() {
     );
     assert_eq!(put.status, 200, "{}", put.text());
     let version = put.header("ebb-version").unwrap().to_string();
-    wait_until(Duration::from_secs(20), "the write recorded", || {
-        keys_over_http(url, "seen").contains(&format!("o/1@{version}"))
-    });
+    // Handled is counted when the batch settles, after the handler's write
+    // commits: wait for both.
+    wait_until(
+        Duration::from_secs(20),
+        "the write recorded and settled",
+        || {
+            keys_over_http(url, "seen").contains(&format!("o/1@{version}"))
+                && call("GET", &route, &[], None).json()["status"]["outbox_depth"] == 0
+        },
+    );
     let (code, out) = ebb(url, &["trigger", "status", "orders"]);
     assert_eq!(code, 0, "{out}");
     assert!(
