@@ -110,6 +110,20 @@ fn status_http(url: &str, table: &str) -> serde_json::Value {
     .json()
 }
 
+/// Wait until `key` of table `t` is archived in `t_archive` and `t`'s
+/// outbox is empty: the handled count moves when the batch settles, after
+/// the archive's write commits.
+fn wait_archived_and_settled(url: &str, key: &str) {
+    wait_until(
+        Duration::from_secs(10),
+        &format!("{key} archived, outbox empty"),
+        || {
+            get_status(url, "t_archive", key) == 200
+                && status_http(url, "t")["status"]["outbox_depth"] == 0
+        },
+    );
+}
+
 fn is_not_found<T: std::fmt::Debug>(status: Result<T, ExpiryError>) -> bool {
     matches!(status, Err(ExpiryError::NotFound(_)))
 }
@@ -200,16 +214,7 @@ fn the_expiry_deadline_flag_bounds_handler_calls_and_the_server_keeps_serving() 
     wait_until(Duration::from_secs(30), "one dead letter", || {
         dead_letters_http(url, "t").len() == 1
     });
-    // Handled is counted when the batch settles, after the archive's write
-    // commits: wait for both.
-    wait_until(
-        Duration::from_secs(10),
-        "fine archived, outbox empty",
-        || {
-            get_status(url, "t_archive", "fine") == 200
-                && status_http(url, "t")["status"]["outbox_depth"] == 0
-        },
-    );
+    wait_archived_and_settled(url, "fine");
     let dead = &dead_letters_http(url, "t")[0];
     assert_eq!(dead["key"], "stuck");
     assert_eq!(dead["attempts"], 2);
@@ -266,14 +271,7 @@ fn a_handler_past_the_memory_cap_fails_its_call_and_the_node_keeps_serving() {
     // allocating within the cap again.
     assert_eq!(call("GET", &format!("{url}/health"), &[], None).status, 200);
     put_http(url, "t", "again", "hog 32", 50);
-    wait_until(
-        Duration::from_secs(10),
-        "again archived, outbox empty",
-        || {
-            get_status(url, "t_archive", "again") == 200
-                && status_http(url, "t")["status"]["outbox_depth"] == 0
-        },
-    );
+    wait_archived_and_settled(url, "again");
     let count = call(
         "POST",
         &format!("{url}/v1/sql"),
