@@ -132,15 +132,13 @@ impl LogWriter {
     /// such as the committed marker. Dropped if the writer is closed; a
     /// store failure shows in the next request that waits.
     pub(crate) fn submit(&self, writes: Vec<FamilyWrite>) {
-        if let Some(jobs) = self.inner.jobs.read().as_ref() {
-            let _ = jobs.send(Job {
-                writes,
-                sync: false,
-                written: None,
-                flushed: None,
-                stored: None,
-            });
-        }
+        let _ = self.send(Job {
+            writes,
+            sync: false,
+            written: None,
+            flushed: None,
+            stored: None,
+        });
     }
 }
 
