@@ -390,6 +390,94 @@ fn acknowledged_writes_survive_five_leader_kills() {
     assert_logs_bounded(&cluster);
 }
 
+/// Per fragment, as member `from` sees it: (leader, preferred leader).
+fn leaders_and_preferred(cluster: &Cluster, from: usize) -> Vec<(Option<u64>, u64)> {
+    cluster.status(from)["fragments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["leader"].as_u64(),
+                f["preferred_leader"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn leadership_returns_to_a_restarted_member_and_stays_spread() {
+    let mut cluster = Cluster::start(3, &[]);
+    // The preferred leaders are spread evenly (counts differ by at most
+    // one), and each fragment is led by its own, the member that formed it.
+    let at_preferred = |cluster: &Cluster, from: usize| {
+        leaders_and_preferred(cluster, from)
+            .iter()
+            .all(|(leader, preferred)| *leader == Some(*preferred))
+    };
+    wait_until(WAIT, "every fragment led by its preferred leader", || {
+        at_preferred(&cluster, 0)
+    });
+    let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
+    for (_, preferred) in leaders_and_preferred(&cluster, 0) {
+        *counts.entry(preferred).or_default() += 1;
+    }
+    let (min, max) = (counts.values().min(), counts.values().max());
+    assert!(
+        counts.len() == 3 && max.unwrap() - min.unwrap() <= 1,
+        "{counts:?}"
+    );
+    // Member 1 dies: the others lead its fragments meanwhile.
+    let victim = 0;
+    cluster.kill(victim);
+    cluster.wait_for_leaders();
+    let while_away = leaders_and_preferred(&cluster, 1);
+    assert!(
+        while_away.iter().all(|(leader, _)| *leader != Some(1)),
+        "{while_away:?}"
+    );
+    for (i, table) in ["t1", "t2", "t3"].iter().enumerate() {
+        assert_eq!(
+            put(cluster.url(1), table, &format!("away{i}"), "v").status,
+            200
+        );
+    }
+    // Back, it catches up and takes its fragments again, one at a time,
+    // while writes go on being answered (a write in flight at a hand-over
+    // may answer 503 `interrupted`, as at any change of leader).
+    cluster.restart(victim);
+    cluster.wait_for_leaders();
+    let started = Instant::now();
+    let (mut n, mut interrupted) = (0, 0);
+    while !(at_preferred(&cluster, 0) && at_preferred(&cluster, 2)) {
+        assert!(
+            started.elapsed() < WAIT,
+            "leadership did not return: {:?}",
+            leaders_and_preferred(&cluster, 0)
+        );
+        let table = ["t1", "t2", "t3"][n % 3];
+        let answer = put(cluster.url(n % 3), table, &format!("back{n}"), "v");
+        match answer.status {
+            200 => {}
+            503 if answer.text().contains("interrupted") => interrupted += 1,
+            other => panic!("{other}: {}", answer.text()),
+        }
+        n += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "leadership back after {:.1} s ({n} writes meanwhile, {interrupted} interrupted)",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        interrupted * 10 <= n,
+        "{interrupted} of {n} writes interrupted"
+    );
+    for i in 0..3 {
+        assert_eq!(get(cluster.url(i), "t1", "away0").text(), "v");
+    }
+}
+
 #[test]
 fn a_member_away_while_the_log_is_purged_catches_up_from_a_snapshot() {
     let mut cluster = Cluster::start(3, &["--fragments", "2", "--raft-snapshot-every", "50"]);

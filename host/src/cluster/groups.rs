@@ -55,6 +55,8 @@ pub(super) struct Replica {
 pub struct Cluster {
     pub(super) config: ClusterConfig,
     pub(super) placement: Vec<Vec<NodeId>>,
+    /// Each fragment's preferred leader (`placement::preferred_leaders`).
+    pub(super) preferred: Vec<NodeId>,
     pub(super) replicas: BTreeMap<FragmentId, Replica>,
     /// The metadata group, on every member.
     pub(super) meta: Group<MetaMachine>,
@@ -66,6 +68,9 @@ pub struct Cluster {
     pub(super) layout: parking_lot::Mutex<LayoutCheck>,
     /// The task recording this member's layout, stopped at shutdown.
     pub(super) layout_task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The leadership balancer (`cluster::balance`), stopped before a clean
+    /// stop hands leadership away.
+    pub(super) balance_task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     transport: Arc<dyn Transport>,
     writer: LogWriter,
     /// The executor serving other members' pages, once the node is built.
@@ -94,6 +99,9 @@ pub struct FragmentStatus {
     pub fragment: FragmentId,
     /// The nodes holding its replicas.
     pub replicas: Vec<NodeId>,
+    /// The replica that forms its group and leads it whenever it is up
+    /// and caught up (see `cluster::balance`).
+    pub preferred_leader: NodeId,
     /// Its group as this node sees it (`None`: no replica here).
     pub group: Option<GroupStatus>,
 }
@@ -149,11 +157,12 @@ impl Cluster {
                     return Err(error);
                 }
             };
+        let preferred = super::placement::preferred_leaders(&placement);
         let mut replicas = BTreeMap::new();
         for fragment in config.local_fragments(&placement) {
             let state = states[fragment as usize].clone();
             let started = start_replica(
-                &config, &placement, fragment, &state, &store, &writer, &transport,
+                &config, &placement, &preferred, fragment, &state, &store, &writer, &transport,
             )
             .await;
             match started {
@@ -182,6 +191,7 @@ impl Cluster {
         Ok(Self {
             config,
             placement,
+            preferred,
             replicas,
             meta,
             meta_machine,
@@ -190,6 +200,7 @@ impl Cluster {
                 reason: "not proposed yet".into(),
             }),
             layout_task: parking_lot::Mutex::new(None),
+            balance_task: parking_lot::Mutex::new(None),
             transport,
             writer,
             pages: OnceLock::new(),
@@ -239,8 +250,9 @@ impl Cluster {
             let target = match (self.replicas.get(&fragment), hint) {
                 (Some(replica), _) => replica.group.leader(),
                 (None, Some(node)) => Some(node),
-                // Not held here: ask its replicas in turn.
-                (None, None) => self.placement[fragment as usize].first().copied(),
+                // Not held here: ask its replicas in turn, the one that
+                // most likely leads first.
+                (None, None) => Some(self.preferred[fragment as usize]),
             };
             match target {
                 Some(node) if node == self.config.node_id => {
@@ -478,6 +490,7 @@ impl Cluster {
             .map(|(fragment, replicas)| FragmentStatus {
                 fragment: fragment as FragmentId,
                 replicas: replicas.clone(),
+                preferred_leader: self.preferred[fragment],
                 group: self
                     .replicas
                     .get(&(fragment as FragmentId))
@@ -501,6 +514,7 @@ impl Cluster {
     /// until they took over. A group with no other replica (R = 1) has no
     /// one to take over and is not waited for.
     pub async fn hand_over(&self) {
+        self.stop_leader_balance();
         let meta_to = self.meta.successor();
         if let Some(to) = meta_to {
             self.meta.hand_over(to).await;
@@ -526,6 +540,7 @@ impl Cluster {
         if let Some(task) = self.layout_task.lock().take() {
             task.abort();
         }
+        self.stop_leader_balance();
         for replica in self.replicas.values() {
             replica.group.shutdown().await;
         }
@@ -599,9 +614,11 @@ impl Cluster {
 
 /// Start this node's replica of `fragment`'s group and, on its preferred
 /// leader, form it.
+#[allow(clippy::too_many_arguments)]
 async fn start_replica(
     config: &ClusterConfig,
     placement: &[Vec<NodeId>],
+    preferred: &[NodeId],
     fragment: FragmentId,
     state: &Arc<FragmentState>,
     store: &Arc<dyn KvStore>,
@@ -627,9 +644,9 @@ async fn start_replica(
     )
     .await
     .map_err(|e| stopped(fragment, e))?;
-    // One member forms each group: its preferred leader (the first replica
-    // in placement order), so leadership starts spread over the members.
-    if placement[fragment as usize].first() == Some(&config.node_id) {
+    // One member forms each group: its preferred leader, so leadership
+    // starts spread evenly over the members.
+    if preferred[fragment as usize] == config.node_id {
         let members: BTreeMap<NodeId, String> = placement[fragment as usize]
             .iter()
             .map(|id| (*id, config.peers[id].clone()))

@@ -25,7 +25,8 @@ pub struct Layout {
     pub replication: u32,
     /// Fragments per table.
     pub fragments: u32,
-    /// Each fragment's replicas, preferred leader first, in fragment order.
+    /// Each fragment's replicas, highest placement score first, in fragment
+    /// order (the preferred leaders are `placement::preferred_leaders` of it).
     pub placement: Vec<Vec<NodeId>>,
 }
 

@@ -2,11 +2,12 @@
 //! fragment's replicas live, the requests members forward to each other,
 //! the node's groups with the routing of requests to their leaders, and
 //! the metadata group (plugins, bindings, the recorded layout) on every
-//! member, reads from this member's
+//! member, leadership balance, reads from this member's
 //! replicas (linearizable or within a staleness bound) and of fragments
 //! held elsewhere.
 //! See docs/cluster.md.
 
+mod balance;
 mod config;
 mod error;
 mod expiry;
@@ -30,5 +31,5 @@ pub use layout::{Layout, LayoutCheck};
 pub use meta::{MetaCommand, MetaOutcome, Metadata};
 pub use meta_group::{META_TIMEOUT, MetaChange, SPREAD_TIMEOUT};
 pub use outbox::{OutboxAction, OutboxDone, OutboxRequest, OutboxServer};
-pub use placement::{PlacementError, place, replicas};
+pub use placement::{PlacementError, place, preferred_leaders, replicas};
 pub use reads::{MAX_STALENESS, check_staleness};

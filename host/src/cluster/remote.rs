@@ -43,7 +43,7 @@ impl Cluster {
         deadline: Instant,
     ) -> Result<(NodeId, Answer), ClusterError> {
         let deadline = deadline.min(Instant::now() + self.config.quorum_timeout);
-        let mut target = self.placement[fragment as usize].first().copied();
+        let mut target = Some(self.preferred[fragment as usize]);
         let mut reason = String::from("no replica answered");
         while let Some(node) = target {
             match self.forward(node, request, deadline).await {

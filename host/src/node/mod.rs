@@ -320,6 +320,7 @@ impl Node {
             cluster.set_page_server(Arc::new(pages::NodePages::new(&node.inner)));
             cluster.set_outbox_server(Arc::new(expiry_cluster::NodeOutboxes::new(&node.inner)));
             cluster.start_layout_check();
+            cluster.start_leader_balance();
         }
         node.start_dispatcher(store, pending_events);
         Ok(node)

@@ -127,6 +127,9 @@ pub struct GroupStatus {
 pub struct Group<M: GroupMachine> {
     id: GroupId,
     raft: Raft<TypeConfig, StateMachine<M>>,
+    /// The last leader seen handing this group's leadership away (a
+    /// transfer request reached this node, whoever it named), and when.
+    handed_away: Arc<parking_lot::Mutex<Option<(NodeId, std::time::Instant)>>>,
 }
 
 impl<M: GroupMachine> Clone for Group<M> {
@@ -134,9 +137,15 @@ impl<M: GroupMachine> Clone for Group<M> {
         Self {
             id: self.id,
             raft: self.raft.clone(),
+            handed_away: self.handed_away.clone(),
         }
     }
 }
+
+/// How far behind the leader's log a follower may be to be handed the
+/// leadership by [`Group::can_take_over`]: the new leader first receives
+/// what it lacks, and writes wait meanwhile.
+const TAKE_OVER_MAX_LAG: u64 = 256;
 
 impl<M: GroupMachine> Group<M> {
     /// Start this node's replica of group `id` over `machine`, with its
@@ -183,7 +192,11 @@ impl<M: GroupMachine> Group<M> {
                 group: id,
                 reason: e.to_string(),
             })?;
-        Ok(Self { id, raft })
+        Ok(Self {
+            id,
+            raft,
+            handed_away: Arc::default(),
+        })
     }
 
     /// Which group this is.
@@ -315,6 +328,8 @@ impl<M: GroupMachine> Group<M> {
                 .map(RaftResponse::Snapshot)
                 .map_err(|e| e.to_string()),
             RaftRequest::TransferLeader(request) => {
+                let from = request.from_leader().leader_id.node_id;
+                *self.handed_away.lock() = Some((from, std::time::Instant::now()));
                 match self.raft.handle_transfer_leader(request).await {
                     Ok(Ok(())) => Ok(RaftResponse::TransferLeader),
                     Ok(Err(refused)) => Err(refused.to_string()),
@@ -382,8 +397,46 @@ impl<M: GroupMachine> Group<M> {
             .map(|(node, _)| *node)
     }
 
+    /// The current term as this node knows it.
+    pub fn term(&self) -> u64 {
+        self.raft.metrics().borrow_watched().current_term
+    }
+
+    /// The last leader seen handing this group's leadership away (to any
+    /// member: a clean stop hands over every group it leads), and when.
+    pub fn handed_away(&self) -> Option<(NodeId, std::time::Instant)> {
+        *self.handed_away.lock()
+    }
+
+    /// If this node leads: whether voter `node` could take over now: it
+    /// acknowledged the leader within the last second and its log is at
+    /// most [`TAKE_OVER_MAX_LAG`] entries behind.
+    pub fn can_take_over(&self, node: NodeId) -> bool {
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        if metrics.current_leader != Some(metrics.id) || node == metrics.id {
+            return false;
+        }
+        let acked = metrics
+            .heartbeat
+            .as_ref()
+            .and_then(|h| h.get(&node).cloned().flatten());
+        let recent =
+            acked.is_some_and(|at| openraft::Instant::elapsed(&*at) < Duration::from_secs(1));
+        let last = metrics.last_log_index.unwrap_or(0);
+        let caught_up = metrics
+            .replication
+            .as_ref()
+            .and_then(|r| r.get(&node).cloned().flatten())
+            .is_some_and(|matched| last.saturating_sub(matched.index) <= TAKE_OVER_MAX_LAG);
+        recent && caught_up
+    }
+
     /// If this node leads, ask `to` to take over (it starts an election at
-    /// once); returns without waiting for the outcome.
+    /// once); returns without waiting for the outcome. Until a new leader
+    /// is elected this one proposes nothing (writes answer `not_leader`
+    /// and are tried again): a caller that sees this node still leading
+    /// in the same term later must hand over again, to another member if
+    /// `to` cannot take over.
     pub async fn hand_over(&self, to: NodeId) {
         if self.is_leader() {
             let _ = self.raft.trigger().transfer_leader(to).await;

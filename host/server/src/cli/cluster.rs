@@ -57,16 +57,25 @@ pub fn print_status(status: &Value) {
         print_group(&fragment["fragment"].to_string(), fragment);
     }
     print_group("metadata", &status["metadata"]);
+    println!("(* marks a fragment's preferred leader)");
 }
 
-/// One row of the table: a group's replicas, leader, term, commit and
-/// applied index, the entries this member's log holds, and the lag.
+/// One row of the table: a group's replicas (its preferred leader marked
+/// `*`), leader, term, commit and applied index, the entries this member's
+/// log holds, and the lag.
 fn print_group(name: &str, group: &Value) {
+    let preferred = &group["preferred_leader"];
     let replicas: Vec<String> = group["replicas"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(Value::to_string)
+        .map(|id| {
+            if id == preferred {
+                format!("{id}*")
+            } else {
+                id.to_string()
+            }
+        })
         .collect();
     let number = |key: &str| match &group[key] {
         Value::Null => "-".to_string(),

@@ -34,7 +34,11 @@ pub fn to_json(status: &ClusterStatus) -> Value {
         .fragments
         .iter()
         .map(|f| {
-            let mut fragment = json!({ "fragment": f.fragment, "replicas": f.replicas });
+            let mut fragment = json!({
+                "fragment": f.fragment,
+                "replicas": f.replicas,
+                "preferred_leader": f.preferred_leader,
+            });
             if let Some(group) = &f.group {
                 add_group(&mut fragment, group);
             }
