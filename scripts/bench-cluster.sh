@@ -223,6 +223,19 @@ done
 # with each side's CPU per write: the three servers' user and system time
 # over the load (wrk's own not counted) divided by the writes answered.
 ebb_pids=($(cat "$work/node1.pid" "$work/node2.pid" "$work/node3.pid"))
+# Who leads: each side's load goes to its member 1, which forwards what it
+# does not lead. etcd's leader is whichever member won its first election
+# (loaded at its leader, etcd answered about a tenth more writes/s than
+# at a follower here); ebb's member 1 leads its share of the fragments.
+etcd_leader=unknown
+for n in 1 2 3; do
+  status=$(curl -fsS -X POST "http://127.0.0.1:237$n/v3/maintenance/status" -d '{}' 2>/dev/null) || continue
+  if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["header"]["member_id"] == d["leader"] else 1)' "$status"; then
+    etcd_leader="member $n"
+  fi
+done
+ebb_led=$(curl -fsS http://127.0.0.1:7261/v1/cluster | python3 -c 'import json,sys; f=json.load(sys.stdin)["fragments"]; print("%d of %d" % (sum(1 for x in f if x.get("leader") == 1), len(f)))')
+echo "the load goes to member 1 of each: it leads $ebb_led ebb fragments; etcd's leader is $etcd_leader"
 # etcd_rounds CONNS: ROUNDS interleaved rounds at CONNS connections; prints
 # each round and sets etcd_ratio (the median ebb/etcd) and errors.
 etcd_rounds() {
