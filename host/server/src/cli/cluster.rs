@@ -7,8 +7,9 @@ use super::client::{Client, ClientError};
 /// Subcommands of `ebb cluster`.
 #[derive(Debug, clap::Subcommand)]
 pub enum ClusterCommand {
-    /// Members and, per fragment, its replicas, leader, term, commit and
-    /// applied index and the followers' lag, as the server sees them.
+    /// Members and, per fragment, its replicas (the preferred leader
+    /// marked *), leader, term, commit and applied index and the
+    /// followers' lag, as the server sees them.
     Status,
 }
 
