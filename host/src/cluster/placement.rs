@@ -3,14 +3,14 @@
 //!
 //! Every node scores every fragment with a hash of the pair; a fragment's
 //! replicas are the `R` nodes with the highest scores. The result depends
-//! only on the fragment, the set
-//! of node ids and `R`, so every node computes the same placement, and a
-//! change of members moves as little as it can: a node that joins enters
-//! exactly the fragments where it outranks a current replica (taking that
-//! one replica's place), and a node that leaves is replaced only in the
-//! fragments it held, by the next-ranked node. The metadata group stores
-//! the placement it decided, so a move is an explicit membership change of
-//! the group, never a silent consequence of a recomputation.
+//! only on the fragment, the set of node ids and `R`, so every node
+//! computes the same placement, and a change of members moves as little
+//! as it can: a node that joins enters exactly the fragments where it
+//! outranks a current replica (taking that one replica's place), and a
+//! node that leaves is replaced only in the fragments it held, by the
+//! next-ranked node. The metadata group stores the placement it decided,
+//! so a move is an explicit membership change of the group, never a
+//! silent consequence of a recomputation.
 //!
 //! Each fragment also has a preferred leader among its replicas
 //! ([`preferred_leaders`]), chosen so every node prefers to lead about
@@ -77,8 +77,8 @@ fn check(nodes: &[NodeId], replication: usize) -> Result<(), PlacementError> {
 }
 
 /// The `replication` nodes of `nodes` that hold `fragment`, highest score
-/// first. The order of `nodes` does not
-/// matter; ties in score (a 2^-64 chance) go to the smaller node id.
+/// first. The order of `nodes` does not matter; ties in score (a 2^-64
+/// chance) go to the smaller node id.
 pub fn replicas(
     fragment: FragmentId,
     nodes: &[NodeId],
