@@ -11,7 +11,7 @@ use bytes::Bytes;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, LinearizableReadError, RaftError};
 use openraft::type_config::alias::SnapshotOf;
-use openraft::{BasicNode, Config, Raft, ReadPolicy, SnapshotPolicy};
+use openraft::{BasicNode, Config, LinearizerOption, Raft, SnapshotPolicy};
 
 use super::log_store::LogStore;
 use super::machine::{GroupMachine, SnapshotData, StateMachine};
@@ -130,6 +130,8 @@ pub struct Group<M: GroupMachine> {
     /// The last leader seen handing this group's leadership away (a
     /// transfer request reached this node, whoever it named), and when.
     handed_away: Arc<parking_lot::Mutex<Option<(NodeId, std::time::Instant)>>>,
+    /// Until when this replica grants no vote (see [`Group::start`]).
+    votes_from: std::time::Instant,
 }
 
 impl<M: GroupMachine> Clone for Group<M> {
@@ -138,6 +140,7 @@ impl<M: GroupMachine> Clone for Group<M> {
             id: self.id,
             raft: self.raft.clone(),
             handed_away: self.handed_away.clone(),
+            votes_from: self.votes_from,
         }
     }
 }
@@ -192,10 +195,27 @@ impl<M: GroupMachine> Group<M> {
                 group: id,
                 reason: e.to_string(),
             })?;
+        // Leader leases: a leader answers linearizable reads while a quorum
+        // acknowledged it within the lease (openraft's `leader_lease`, the
+        // longest election timeout), because each follower that
+        // acknowledged grants no vote to anyone else for a lease after.
+        // openraft keeps that promise in memory only: a replica that
+        // restarts would vote (and campaign) at once, maybe before a lease
+        // it granted has run out. So a replica neither campaigns nor
+        // grants votes for one lease after it starts (an election that a
+        // leader hands over, `hand_over`, is not held back).
+        let lease = timing.election_min * 2;
+        raft.runtime_config().elect(false);
+        let campaigns = raft.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(lease).await;
+            campaigns.runtime_config().elect(true);
+        });
         Ok(Self {
             id,
             raft,
             handed_away: Arc::default(),
+            votes_from: std::time::Instant::now() + lease,
         })
     }
 
@@ -267,9 +287,17 @@ impl<M: GroupMachine> Group<M> {
 
     /// On the leader: confirm leadership with a quorum and wait until this
     /// node applied everything committed before; the log index a reader
-    /// anywhere must have applied to read linearizably.
+    /// anywhere must have applied to read linearizably. A quorum's
+    /// acknowledgement within the leader lease confirms it without a new
+    /// round (heartbeats every 100 ms keep one that recent while the group
+    /// is healthy); an older one sends heartbeats at once and waits (at
+    /// most a lease) for a quorum to answer them.
     pub async fn read_index(&self) -> Result<u64, GroupError> {
-        match self.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
+        match self
+            .raft
+            .ensure_linearizable(LinearizerOption::new(None, true))
+            .await
+        {
             Ok(read) => Ok(read.log_id().index),
             Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(forward))) => {
                 Err(GroupError::NotLeader {
@@ -303,6 +331,14 @@ impl<M: GroupMachine> Group<M> {
                 .await
                 .map(RaftResponse::AppendEntries)
                 .map_err(|e| e.to_string()),
+            RaftRequest::Vote(_) | RaftRequest::PreVote(_)
+                if std::time::Instant::now() < self.votes_from =>
+            {
+                Err(format!(
+                    "{} started less than a leader lease ago and grants no vote yet",
+                    self.id
+                ))
+            }
             RaftRequest::Vote(rpc) => self
                 .raft
                 .vote(rpc)
@@ -453,5 +489,90 @@ impl<M: GroupMachine> Group<M> {
             group: self.id,
             reason: error.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::{AppendDurability, GroupId, LogWriter, Service, TransportError, Vote};
+    use crate::store::{KvStore, MemoryStore};
+    use futures::future::BoxFuture;
+    use openraft::raft::VoteRequest;
+
+    /// A machine that applies nothing.
+    struct Nothing;
+
+    impl GroupMachine for Nothing {
+        type Captured = ();
+        fn apply(&self, _: &[u8]) -> Result<Bytes, String> {
+            Ok(Bytes::new())
+        }
+        fn capture(&self) {}
+        fn encode((): ()) -> Result<Bytes, String> {
+            Ok(Bytes::new())
+        }
+        fn restore(&self, _: &[u8]) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// A network where no member answers.
+    struct Nobody;
+
+    impl Transport for Nobody {
+        fn call(
+            &self,
+            to: NodeId,
+            _: Service,
+            _: Bytes,
+            _: Duration,
+        ) -> BoxFuture<'static, Result<Bytes, TransportError>> {
+            Box::pin(async move { Err(TransportError::UnknownNode(to)) })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replica_grants_no_vote_for_a_lease_after_it_starts() {
+        let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
+        let writer = LogWriter::start(store.clone()).unwrap();
+        let timing = GroupTiming {
+            heartbeat: Duration::from_millis(50),
+            election_min: Duration::from_millis(200),
+        };
+        let group = Group::start(
+            2,
+            GroupId::fragment(0),
+            LogStore::new(
+                GroupId::fragment(0),
+                store.clone(),
+                writer.clone(),
+                AppendDurability::Wal,
+            ),
+            StateMachine::new(Arc::new(Nothing)),
+            Arc::new(Nobody),
+            timing,
+            LogRetention::default(),
+        )
+        .await
+        .unwrap();
+        let ask = || RaftRequest::Vote(VoteRequest::new(Vote::new(5, 1), None));
+        // Within the lease (two shortest election timeouts): refused, so a
+        // lease this member granted before a restart cannot be broken.
+        match group.serve(ask()).await {
+            RaftResponse::Error(message) => {
+                assert!(message.contains("grants no vote yet"), "{message}")
+            }
+            other => panic!("a vote within the lease: {other:?}"),
+        }
+        tokio::time::sleep(timing.election_min * 2).await;
+        match group.serve(ask()).await {
+            RaftResponse::Vote(response) => {
+                assert!(response.vote_granted, "{response:?}")
+            }
+            other => panic!("a vote after the lease: {other:?}"),
+        }
+        group.shutdown().await;
+        writer.close();
     }
 }
