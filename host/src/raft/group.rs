@@ -130,8 +130,6 @@ pub struct Group<M: GroupMachine> {
     /// The last leader seen handing this group's leadership away (a
     /// transfer request reached this node, whoever it named), and when.
     handed_away: Arc<parking_lot::Mutex<Option<(NodeId, std::time::Instant)>>>,
-    /// Until when this replica grants no vote (see [`Group::start`]).
-    votes_from: std::time::Instant,
 }
 
 impl<M: GroupMachine> Clone for Group<M> {
@@ -140,9 +138,26 @@ impl<M: GroupMachine> Clone for Group<M> {
             id: self.id,
             raft: self.raft.clone(),
             handed_away: self.handed_away.clone(),
-            votes_from: self.votes_from,
         }
     }
+}
+
+/// How recently a voter must have acknowledged the leader to count as up
+/// (ten heartbeats; a member that is down acknowledges nothing).
+const ACK_WINDOW: Duration = Duration::from_secs(1);
+
+/// On a leader: the other voters that acknowledged it within
+/// [`ACK_WINDOW`], the most recent first; empty on a follower.
+fn recent_acks(metrics: &openraft::RaftMetrics<TypeConfig>) -> Vec<NodeId> {
+    let mut acked: Vec<_> = metrics
+        .heartbeat
+        .iter()
+        .flatten()
+        .filter_map(|(node, at)| Some((*node, (*at)?)))
+        .filter(|(node, at)| *node != metrics.id && openraft::Instant::elapsed(&**at) < ACK_WINDOW)
+        .collect();
+    acked.sort_by_key(|(_, at)| std::cmp::Reverse(*at));
+    acked.into_iter().map(|(node, _)| node).collect()
 }
 
 /// How far behind the leader's log a follower may be to be handed the
@@ -195,27 +210,10 @@ impl<M: GroupMachine> Group<M> {
                 group: id,
                 reason: e.to_string(),
             })?;
-        // Leader leases: a leader answers linearizable reads while a quorum
-        // acknowledged it within the lease (openraft's `leader_lease`, the
-        // longest election timeout), because each follower that
-        // acknowledged grants no vote to anyone else for a lease after.
-        // openraft keeps that promise in memory only: a replica that
-        // restarts would vote (and campaign) at once, maybe before a lease
-        // it granted has run out. So a replica neither campaigns nor
-        // grants votes for one lease after it starts (an election that a
-        // leader hands over, `hand_over`, is not held back).
-        let lease = timing.election_min * 2;
-        raft.runtime_config().elect(false);
-        let campaigns = raft.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(lease).await;
-            campaigns.runtime_config().elect(true);
-        });
         Ok(Self {
             id,
             raft,
             handed_away: Arc::default(),
-            votes_from: std::time::Instant::now() + lease,
         })
     }
 
@@ -291,7 +289,10 @@ impl<M: GroupMachine> Group<M> {
     /// acknowledgement within the leader lease confirms it without a new
     /// round (heartbeats every 100 ms keep one that recent while the group
     /// is healthy); an older one sends heartbeats at once and waits (at
-    /// most a lease) for a quorum to answer them.
+    /// most a lease) for a quorum to answer them. Safe because a follower
+    /// grants no other candidate a vote within a lease of its last word
+    /// from the leader, also across its own restart (the vendored
+    /// openraft renews that lease at startup, vendor/README.md).
     pub async fn read_index(&self) -> Result<u64, GroupError> {
         match self
             .raft
@@ -331,14 +332,6 @@ impl<M: GroupMachine> Group<M> {
                 .await
                 .map(RaftResponse::AppendEntries)
                 .map_err(|e| e.to_string()),
-            RaftRequest::Vote(_) | RaftRequest::PreVote(_)
-                if std::time::Instant::now() < self.votes_from =>
-            {
-                Err(format!(
-                    "{} started less than a leader lease ago and grants no vote yet",
-                    self.id
-                ))
-            }
             RaftRequest::Vote(rpc) => self
                 .raft
                 .vote(rpc)
@@ -413,24 +406,12 @@ impl<M: GroupMachine> Group<M> {
     }
 
     /// If this node leads: the other voter that acknowledged the leader
-    /// most recently, within the last second (ten heartbeats; a member
-    /// that is down acknowledges nothing), to take over before a clean
+    /// most recently, within [`ACK_WINDOW`], to take over before a clean
     /// stop. `None` when this node does not lead, leads alone, or no other
     /// voter answered lately.
     pub fn successor(&self) -> Option<NodeId> {
         let metrics = self.raft.metrics().borrow_watched().clone();
-        let me = metrics.id;
-        metrics
-            .heartbeat
-            .as_ref()?
-            .iter()
-            .filter(|(node, acked)| {
-                **node != me
-                    && acked
-                        .is_some_and(|at| openraft::Instant::elapsed(&*at) < Duration::from_secs(1))
-            })
-            .max_by_key(|(_, acked)| **acked)
-            .map(|(node, _)| *node)
+        recent_acks(&metrics).first().copied()
     }
 
     /// The current term as this node knows it.
@@ -445,19 +426,14 @@ impl<M: GroupMachine> Group<M> {
     }
 
     /// If this node leads: whether voter `node` could take over now: it
-    /// acknowledged the leader within the last second and its log is at
+    /// acknowledged the leader within [`ACK_WINDOW`] and its log is at
     /// most [`TAKE_OVER_MAX_LAG`] entries behind.
     pub fn can_take_over(&self, node: NodeId) -> bool {
         let metrics = self.raft.metrics().borrow_watched().clone();
         if metrics.current_leader != Some(metrics.id) || node == metrics.id {
             return false;
         }
-        let acked = metrics
-            .heartbeat
-            .as_ref()
-            .and_then(|h| h.get(&node).cloned().flatten());
-        let recent =
-            acked.is_some_and(|at| openraft::Instant::elapsed(&*at) < Duration::from_secs(1));
+        let recent = recent_acks(&metrics).contains(&node);
         let last = metrics.last_log_index.unwrap_or(0);
         let caught_up = metrics
             .replication
@@ -498,7 +474,7 @@ mod tests {
     use crate::raft::{AppendDurability, GroupId, LogWriter, Service, TransportError, Vote};
     use crate::store::{KvStore, MemoryStore};
     use futures::future::BoxFuture;
-    use openraft::raft::VoteRequest;
+    use openraft::raft::{AppendEntriesRequest, VoteRequest};
 
     /// A machine that applies nothing.
     struct Nothing;
@@ -532,15 +508,13 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_replica_grants_no_vote_for_a_lease_after_it_starts() {
-        let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
-        let writer = LogWriter::start(store.clone()).unwrap();
-        let timing = GroupTiming {
-            heartbeat: Duration::from_millis(50),
-            election_min: Duration::from_millis(200),
-        };
-        let group = Group::start(
+    /// Start replica 2 of fragment 0's group over `store`.
+    async fn start(
+        store: &Arc<dyn KvStore>,
+        writer: &LogWriter,
+        timing: GroupTiming,
+    ) -> Group<Nothing> {
+        Group::start(
             2,
             GroupId::fragment(0),
             LogStore::new(
@@ -555,23 +529,48 @@ mod tests {
             LogRetention::default(),
         )
         .await
-        .unwrap();
-        let ask = || RaftRequest::Vote(VoteRequest::new(Vote::new(5, 1), None));
-        // Within the lease (two shortest election timeouts): refused, so a
-        // lease this member granted before a restart cannot be broken.
-        match group.serve(ask()).await {
-            RaftResponse::Error(message) => {
-                assert!(message.contains("grants no vote yet"), "{message}")
-            }
-            other => panic!("a vote within the lease: {other:?}"),
+        .unwrap()
+    }
+
+    fn granted(response: RaftResponse) -> bool {
+        match response {
+            RaftResponse::Vote(response) => response.vote_granted,
+            other => panic!("not a vote answer: {other:?}"),
         }
-        tokio::time::sleep(timing.election_min * 2).await;
-        match group.serve(ask()).await {
-            RaftResponse::Vote(response) => {
-                assert!(response.vote_granted, "{response:?}")
-            }
-            other => panic!("a vote after the lease: {other:?}"),
-        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restarted_follower_grants_no_vote_for_a_lease() {
+        let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
+        let writer = LogWriter::start(store.clone()).unwrap();
+        let timing = GroupTiming {
+            heartbeat: Duration::from_millis(50),
+            election_min: Duration::from_millis(200),
+        };
+        // Leader 1 is heard (a heartbeat of term 5); the replica stops.
+        let group = start(&store, &writer, timing).await;
+        let heartbeat = RaftRequest::AppendEntries(AppendEntriesRequest {
+            vote: Vote::new_committed(5, 1),
+            prev_log_id: None,
+            entries: vec![],
+            leader_commit: None,
+        });
+        assert!(matches!(
+            group.serve(heartbeat).await,
+            RaftResponse::AppendEntries(_)
+        ));
+        group.shutdown().await;
+        // Restarted at once: the lease it granted leader 1 may not have
+        // run out, so a candidate of a later term gets no vote within one
+        // lease (two shortest election timeouts) of the start, then does.
+        let group = start(&store, &writer, timing).await;
+        let ask = || RaftRequest::Vote(VoteRequest::new(Vote::new(6, 3), None));
+        assert!(
+            !granted(group.serve(ask()).await),
+            "a vote within the lease"
+        );
+        tokio::time::sleep(timing.election_min * 2 + Duration::from_millis(50)).await;
+        assert!(granted(group.serve(ask()).await), "a vote after the lease");
         group.shutdown().await;
         writer.close();
     }
