@@ -489,6 +489,71 @@ fn leadership_returns_to_a_restarted_member_and_stays_spread() {
     }
 }
 
+/// How many fragments member `member` (1-based) leads, as member `from`
+/// (0-based) sees it.
+fn led_by(cluster: &Cluster, from: usize, member: u64) -> usize {
+    leaders_and_preferred(cluster, from)
+        .iter()
+        .filter(|(leader, _)| *leader == Some(member))
+        .count()
+}
+
+#[test]
+fn a_clean_stop_hands_leadership_away_and_a_stopping_member_is_handed_none() {
+    let mut cluster = Cluster::start(3, &[]);
+    // Member 1 dies and comes back: it leads nothing at first, and the
+    // others would hand it its preferred fragments once it has been
+    // caught up for the balancer's hold (3 s).
+    cluster.kill(0);
+    cluster.wait_for_leaders();
+    cluster.restart(0);
+    cluster.wait_for_leaders();
+    assert_eq!(led_by(&cluster, 1, 1), 0, "member 1 leads nothing yet");
+    // Stopped cleanly while it leads nothing, it has nothing to hand away;
+    // it tells the others it is stopping, so they hand it nothing for the
+    // balancer's cooldown (30 s), even when it is back at once.
+    let member_1 = cluster.nodes[0].take().unwrap();
+    assert_eq!(member_1.stop(), 0, "a clean stop");
+    cluster.restart(0);
+    cluster.wait_for_leaders();
+    let back = Instant::now();
+    while back.elapsed() < Duration::from_secs(8) {
+        assert_eq!(
+            led_by(&cluster, 1, 1),
+            0,
+            "member 1 was handed leadership {:.1} s after it came back from a clean stop",
+            back.elapsed().as_secs_f64()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A member that leads stops cleanly: it hands its groups over before
+    // it exits, so the others lead them at once, without waiting for an
+    // election (the lease and an election timeout, 1.8 s at the least).
+    wait_until(WAIT, "member 3 leading a fragment", || {
+        led_by(&cluster, 1, 3) > 0
+    });
+    let member_3 = cluster.nodes[2].take().unwrap();
+    assert_eq!(member_3.stop(), 0, "a clean stop");
+    let exited = Instant::now();
+    wait_until(
+        Duration::from_millis(1500),
+        "every fragment led by a member that is up",
+        || {
+            leaders_and_preferred(&cluster, 1)
+                .iter()
+                .all(|(leader, _)| matches!(leader, Some(1) | Some(2)))
+        },
+    );
+    eprintln!(
+        "the others led member 3's fragments {} ms after it exited",
+        exited.elapsed().as_millis()
+    );
+    for (i, table) in ["t1", "t2", "t3", "t4"].iter().enumerate() {
+        let answer = put(cluster.url(1), table, &format!("after{i}"), "v");
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    }
+}
+
 #[test]
 fn a_member_away_while_the_log_is_purged_catches_up_from_a_snapshot() {
     let mut cluster = Cluster::start(3, &["--fragments", "2", "--raft-snapshot-every", "50"]);

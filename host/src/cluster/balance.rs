@@ -11,12 +11,15 @@
 //! [`PER_TICK`] groups per tick, so leadership moves one group at a time
 //! and never to a member that is still catching up or flapping. A member
 //! that handed leadership away itself (a clean stop hands over every group
-//! it leads, and every member sees the transfer request) is not handed any
-//! for [`COOLDOWN`]: a stopping member is left alone. A hand-over that has
-//! not happened after [`GRACE`] (the target went down meanwhile; openraft's
-//! leader proposes nothing while a transfer is pending) is redone towards
-//! another member that can take over, or the same one when there is none,
-//! and the target is left alone for [`COOLDOWN`].
+//! it leads, and every member sees the transfer request) or announced its
+//! stop (`Forward::Stopping`, which a stopping member sends every other
+//! member first, so one that leads nothing is known to stop too) is not
+//! handed any for [`COOLDOWN`]: a stopping member is left alone. A
+//! hand-over that has not happened after [`GRACE`] (the target went down
+//! meanwhile; openraft's leader proposes nothing while a transfer is
+//! pending) is redone towards another member that can take over, or the
+//! same one when there is none, and the target is left alone for
+//! [`COOLDOWN`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -223,7 +226,9 @@ impl Cluster {
 
     async fn balance_once(&self, balancer: &mut Balancer) {
         let me = self.config.node_id;
-        let mut handed_away: BTreeMap<NodeId, Instant> = BTreeMap::new();
+        // Members that announced their stop count as having handed
+        // leadership away at that moment.
+        let mut handed_away: BTreeMap<NodeId, Instant> = self.stopping.lock().clone();
         let mut led = Vec::new();
         for (fragment, replica) in &self.replicas {
             if let Some((node, at)) = replica.group.handed_away()

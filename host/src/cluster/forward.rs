@@ -49,6 +49,12 @@ pub(crate) enum Forward {
     },
     /// Whether the member is up.
     Ping,
+    /// Member `node` is stopping cleanly: hand it no leadership (answered
+    /// with a `Pong`).
+    Stopping {
+        /// The member.
+        node: NodeId,
+    },
     /// A metadata command (`ebb.cluster.v1.MetaCommand` bytes) for the
     /// metadata group's leader to propose.
     ProposeMeta(Bytes),
@@ -192,6 +198,9 @@ impl Forward {
                 })
             }
             Forward::Ping => pb::forward_request::Request::Ping(pb::Ping {}),
+            Forward::Stopping { node } => {
+                pb::forward_request::Request::Stopping(pb::Stopping { node: *node })
+            }
             Forward::ProposeMeta(command) => {
                 pb::forward_request::Request::ProposeMeta(pb::ProposeMeta {
                     command: command.clone(),
@@ -262,6 +271,9 @@ impl Forward {
                     fragment: read.fragment,
                 },
                 pb::forward_request::Request::Ping(_) => Forward::Ping,
+                pb::forward_request::Request::Stopping(stopping) => Forward::Stopping {
+                    node: stopping.node,
+                },
                 pb::forward_request::Request::ProposeMeta(propose) => {
                     Forward::ProposeMeta(propose.command)
                 }
@@ -440,6 +452,7 @@ mod tests {
             },
             Forward::ReadIndex { fragment: 7 },
             Forward::Ping,
+            Forward::Stopping { node: 3 },
             Forward::Get {
                 fragment: 2,
                 table: TableName::new("t").unwrap(),

@@ -2,7 +2,7 @@
 //! a replica of, and how a request reaches a fragment's leader (proposed
 //! here when this node leads, forwarded otherwise), within a bounded time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -33,6 +33,10 @@ use crate::write::{Condition, Durability, Origin};
 pub(super) const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause between attempts while a fragment has no reachable leader.
 pub(super) const RETRY_PAUSE: Duration = Duration::from_millis(25);
+/// How long a stopping member waits for each other member to take note of
+/// its stop (`Cluster::hand_over`); one that is down is not waited for
+/// longer.
+const STOPPING_NOTICE_TIMEOUT: Duration = Duration::from_millis(300);
 /// Most attempts at a put that a newer record superseded while it was in
 /// flight (each with a fresh version).
 const SUPERSEDED_RETRIES: usize = 3;
@@ -71,6 +75,9 @@ pub struct Cluster {
     /// The leadership balancer (`cluster::balance`), stopped before a clean
     /// stop hands leadership away.
     pub(super) balance_task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Members that announced their clean stop (`Forward::Stopping`), and
+    /// when: the balancer hands them no leadership for its cooldown.
+    pub(super) stopping: parking_lot::Mutex<BTreeMap<NodeId, std::time::Instant>>,
     transport: Arc<dyn Transport>,
     writer: LogWriter,
     /// The executor serving other members' pages, once the node is built.
@@ -201,6 +208,7 @@ impl Cluster {
             }),
             layout_task: parking_lot::Mutex::new(None),
             balance_task: parking_lot::Mutex::new(None),
+            stopping: parking_lot::Mutex::new(BTreeMap::new()),
             transport,
             writer,
             pages: OnceLock::new(),
@@ -373,6 +381,13 @@ impl Cluster {
         };
         let fragment = match &request {
             Forward::Ping => return Answer::Pong(self.config.node_id),
+            Forward::Stopping { node } => {
+                tracing::info!(node, "member {node} is stopping; handing it no leadership");
+                self.stopping
+                    .lock()
+                    .insert(*node, std::time::Instant::now());
+                return Answer::Pong(self.config.node_id);
+            }
             Forward::ProposeMeta(command) => {
                 return self.answer_propose_meta(command.clone()).await;
             }
@@ -458,7 +473,10 @@ impl Cluster {
             }
             Forward::Page(page) => self.answer_open(replica, *page).await,
             request @ Forward::Outbox(_) => self.answer_outbox(replica, request).await,
-            Forward::Ping | Forward::ProposeMeta(_) | Forward::AwaitMeta { .. } => {
+            Forward::Ping
+            | Forward::Stopping { .. }
+            | Forward::ProposeMeta(_)
+            | Forward::AwaitMeta { .. } => {
                 unreachable!("answered above")
             }
         }
@@ -509,28 +527,50 @@ impl Cluster {
         }
     }
 
-    /// Before a clean stop: hand every group this node leads to the other
-    /// replica that acknowledged it most recently, and wait (at most 2 s)
-    /// until they took over. A group with no other replica (R = 1) has no
-    /// one to take over and is not waited for.
+    /// Before a clean stop: tell the other members this one is stopping
+    /// (their balancers then hand it no leadership, even when it leads
+    /// nothing to hand away; each is waited for at most
+    /// [`STOPPING_NOTICE_TIMEOUT`]), hand every group this node leads to
+    /// the other replica that acknowledged it most recently, and wait (at
+    /// most 2 s) until they took over. A group this node comes to lead
+    /// meanwhile (a hand-over to it that crossed the notice) is handed on
+    /// too. A group with no other replica (R = 1) has no one to take over
+    /// and is not waited for.
     pub async fn hand_over(&self) {
         self.stop_leader_balance();
+        let me = self.config.node_id;
+        let notice_deadline = Instant::now() + STOPPING_NOTICE_TIMEOUT;
+        let notice = Forward::Stopping { node: me };
+        let notices = self
+            .config
+            .peers
+            .keys()
+            .filter(|id| **id != me)
+            .map(|id| self.forward(*id, &notice, notice_deadline));
+        futures::future::join_all(notices).await;
         let meta_to = self.meta.successor();
         if let Some(to) = meta_to {
             self.meta.hand_over(to).await;
         }
-        let mut handed = Vec::new();
-        for replica in self.replicas.values() {
-            if let Some(to) = replica.group.successor() {
-                replica.group.hand_over(to).await;
-                handed.push(replica);
-            }
-        }
+        let mut handed = BTreeSet::new();
         let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline
-            && ((meta_to.is_some() && self.meta.is_leader())
-                || handed.iter().any(|replica| replica.group.is_leader()))
-        {
+        loop {
+            for (fragment, replica) in &self.replicas {
+                if !handed.contains(fragment)
+                    && replica.group.is_leader()
+                    && let Some(to) = replica.group.successor()
+                {
+                    replica.group.hand_over(to).await;
+                    handed.insert(*fragment);
+                }
+            }
+            let leading = (meta_to.is_some() && self.meta.is_leader())
+                || handed
+                    .iter()
+                    .any(|fragment| self.replicas[fragment].group.is_leader());
+            if !leading || Instant::now() >= deadline {
+                break;
+            }
             tokio::time::sleep(RETRY_PAUSE).await;
         }
     }
