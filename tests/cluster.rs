@@ -555,6 +555,87 @@ fn a_clean_stop_hands_leadership_away_and_a_stopping_member_is_handed_none() {
 }
 
 #[test]
+fn leadership_follows_writes_through_one_member_and_returns_when_they_stop() {
+    let cluster = Cluster::start(3, &[]);
+    let at_preferred = |cluster: &Cluster| {
+        leaders_and_preferred(cluster, 0)
+            .iter()
+            .all(|(leader, preferred)| *leader == Some(*preferred))
+    };
+    wait_until(WAIT, "every fragment led by its preferred leader", || {
+        at_preferred(&cluster)
+    });
+    assert!(led_by(&cluster, 0, 2) < 4, "member 2 leads its share only");
+    // Eight writers through member 2, each on a connection of its own: over
+    // the balancer's 100 writes a second per fragment, all through one
+    // member, so every fragment's leadership moves to it.
+    let running = Arc::new(AtomicBool::new(true));
+    let (acked, interrupted) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let url = cluster.url(1).to_string();
+            let (running, acked, interrupted) =
+                (running.clone(), acked.clone(), interrupted.clone());
+            std::thread::spawn(move || {
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .timeout_global(Some(Duration::from_secs(15)))
+                    .build()
+                    .into();
+                let mut n = 0u64;
+                while running.load(Ordering::Relaxed) {
+                    let mut response = agent
+                        .put(format!("{url}/v1/tables/t/keys/w{w}-{n}?durability=wal"))
+                        .send("v")
+                        .expect("a write answered");
+                    let text = response.body_mut().read_to_string().unwrap_or_default();
+                    match response.status().as_u16() {
+                        200 => acked.fetch_add(1, Ordering::Relaxed),
+                        // In flight at a hand-over, as at any change of leader.
+                        503 if text.contains("interrupted") => {
+                            interrupted.fetch_add(1, Ordering::Relaxed)
+                        }
+                        other => panic!("{other}: {text}"),
+                    };
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    wait_until(WAIT, "member 2 leading every fragment", || {
+        led_by(&cluster, 0, 2) == 4
+    });
+    let moved = started.elapsed();
+    running.store(false, Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let (acked, interrupted) = (
+        acked.load(Ordering::Relaxed),
+        interrupted.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "every fragment led by member 2 {:.1} s after the writes began ({acked} writes acknowledged, {interrupted} interrupted)",
+        moved.as_secs_f64()
+    );
+    assert!(
+        interrupted * 20 <= acked,
+        "{interrupted} of {acked} writes interrupted"
+    );
+    // Quiet again: each fragment goes back to its preferred leader.
+    let stopped = Instant::now();
+    wait_until(WAIT, "every fragment back at its preferred leader", || {
+        at_preferred(&cluster)
+    });
+    eprintln!(
+        "back at the preferred leaders {:.1} s after the writes stopped",
+        stopped.elapsed().as_secs_f64()
+    );
+    assert_eq!(get(cluster.url(2), "t", "w0-0").text(), "v");
+}
+
+#[test]
 fn a_member_away_while_the_log_is_purged_catches_up_from_a_snapshot() {
     let mut cluster = Cluster::start(3, &["--fragments", "2", "--raft-snapshot-every", "50"]);
     cluster.kill(2);

@@ -41,6 +41,8 @@ pub(crate) enum Forward {
         origin: Origin,
         /// When to acknowledge.
         durability: Durability,
+        /// The member the client sent the write to (`None`: not said).
+        via: Option<NodeId>,
     },
     /// The read index of `fragment`, from its leader.
     ReadIndex {
@@ -167,7 +169,9 @@ impl Forward {
                 condition,
                 origin,
                 durability,
+                via,
             } => pb::forward_request::Request::Write(pb::Write {
+                via: via.unwrap_or(0),
                 quiet: *origin == Origin::ChangeHandler,
                 fragment: *fragment,
                 table: table.as_str().to_string(),
@@ -265,6 +269,7 @@ impl Forward {
                             Origin::Client
                         },
                         durability,
+                        via: (write.via != 0).then_some(write.via),
                     }
                 }
                 pb::forward_request::Request::ReadIndex(read) => Forward::ReadIndex {
@@ -425,6 +430,7 @@ mod tests {
                 condition: Condition::Absent,
                 origin: Origin::ChangeHandler,
                 durability: Durability::Sync,
+                via: Some(2),
             },
             Forward::Write {
                 fragment: 0,
@@ -438,6 +444,7 @@ mod tests {
                 }),
                 origin: Origin::Client,
                 durability: Durability::Memory,
+                via: None,
             },
             Forward::Write {
                 fragment: 1,
@@ -449,6 +456,7 @@ mod tests {
                 condition: Condition::Always,
                 origin: Origin::Client,
                 durability: Durability::Wal,
+                via: Some(1),
             },
             Forward::ReadIndex { fragment: 7 },
             Forward::Ping,
@@ -599,6 +607,7 @@ mod tests {
                 condition: None,
                 quiet: false,
                 durability: pb::Durability::Wal as i32,
+                via: 0,
             })),
         };
         assert!(Forward::decode(&bad_key.encode_to_vec()).is_err());

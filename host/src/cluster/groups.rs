@@ -10,6 +10,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
+use super::balance::WriteOrigins;
 use super::config::ClusterConfig;
 pub use super::error::ClusterError;
 use super::forward::{Answer, Forward, PageServer};
@@ -53,6 +54,9 @@ pub(super) struct Replica {
     /// round at a time, which serves every read that arrived before it was
     /// asked for (see `Cluster::linearize`).
     pub(super) asking: tokio::sync::Mutex<()>,
+    /// Where the writes this node proposed as the group's leader came
+    /// from, for the leadership balancer.
+    pub(super) origins: WriteOrigins,
 }
 
 /// The groups of this node and the way to other members.
@@ -181,6 +185,7 @@ impl Cluster {
                             group,
                             confirmed: parking_lot::Mutex::new(None),
                             asking: tokio::sync::Mutex::new(()),
+                            origins: WriteOrigins::new(config.peers.keys().copied()),
                         },
                     );
                 }
@@ -265,6 +270,7 @@ impl Cluster {
             match target {
                 Some(node) if node == self.config.node_id => {
                     let replica = &self.replicas[&fragment];
+                    replica.origins.count(node);
                     let remaining = deadline.saturating_duration_since(Instant::now());
                     match tokio::time::timeout(
                         remaining,
@@ -299,6 +305,7 @@ impl Cluster {
                         condition: condition.clone(),
                         origin,
                         durability,
+                        via: Some(self.config.node_id),
                     };
                     match self.forward(node, &request, deadline).await {
                         Ok(Answer::Written(version)) => {
@@ -431,8 +438,12 @@ impl Cluster {
                 condition,
                 origin,
                 durability,
+                via,
                 ..
             } => {
+                if let Some(via) = via {
+                    replica.origins.count(via);
+                }
                 let write = write_here(
                     replica, fragment, &table, &key, mutation, &condition, origin, durability,
                 );

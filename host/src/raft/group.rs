@@ -127,9 +127,6 @@ pub struct GroupStatus {
 pub struct Group<M: GroupMachine> {
     id: GroupId,
     raft: Raft<TypeConfig, StateMachine<M>>,
-    /// The last leader seen handing this group's leadership away (a
-    /// transfer request reached this node, whoever it named), and when.
-    handed_away: Arc<parking_lot::Mutex<Option<(NodeId, std::time::Instant)>>>,
 }
 
 impl<M: GroupMachine> Clone for Group<M> {
@@ -137,7 +134,6 @@ impl<M: GroupMachine> Clone for Group<M> {
         Self {
             id: self.id,
             raft: self.raft.clone(),
-            handed_away: self.handed_away.clone(),
         }
     }
 }
@@ -210,11 +206,7 @@ impl<M: GroupMachine> Group<M> {
                 group: id,
                 reason: e.to_string(),
             })?;
-        Ok(Self {
-            id,
-            raft,
-            handed_away: Arc::default(),
-        })
+        Ok(Self { id, raft })
     }
 
     /// Which group this is.
@@ -357,8 +349,6 @@ impl<M: GroupMachine> Group<M> {
                 .map(RaftResponse::Snapshot)
                 .map_err(|e| e.to_string()),
             RaftRequest::TransferLeader(request) => {
-                let from = request.from_leader().leader_id.node_id;
-                *self.handed_away.lock() = Some((from, std::time::Instant::now()));
                 match self.raft.handle_transfer_leader(request).await {
                     Ok(Ok(())) => Ok(RaftResponse::TransferLeader),
                     Ok(Err(refused)) => Err(refused.to_string()),
@@ -417,12 +407,6 @@ impl<M: GroupMachine> Group<M> {
     /// The current term as this node knows it.
     pub fn term(&self) -> u64 {
         self.raft.metrics().borrow_watched().current_term
-    }
-
-    /// The last leader seen handing this group's leadership away (to any
-    /// member: a clean stop hands over every group it leads), and when.
-    pub fn handed_away(&self) -> Option<(NodeId, std::time::Instant)> {
-        *self.handed_away.lock()
     }
 
     /// If this node leads: whether voter `node` could take over now: it
