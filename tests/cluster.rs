@@ -554,28 +554,19 @@ fn a_clean_stop_hands_leadership_away_and_a_stopping_member_is_handed_none() {
     }
 }
 
-#[test]
-fn leadership_follows_writes_through_one_member_and_returns_when_they_stop() {
-    let cluster = Cluster::start(3, &[]);
-    let at_preferred = |cluster: &Cluster| {
-        leaders_and_preferred(cluster, 0)
-            .iter()
-            .all(|(leader, preferred)| *leader == Some(*preferred))
-    };
-    wait_until(WAIT, "every fragment led by its preferred leader", || {
-        at_preferred(&cluster)
-    });
-    assert!(led_by(&cluster, 0, 2) < 4, "member 2 leads its share only");
-    // Eight writers through member 2, each on a connection of its own: over
-    // the balancer's 100 writes a second per fragment, all through one
-    // member, so every fragment's leadership moves to it.
-    let running = Arc::new(AtomicBool::new(true));
-    let (acked, interrupted) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let writers: Vec<_> = (0..8)
-        .map(|w| {
-            let url = cluster.url(1).to_string();
-            let (running, acked, interrupted) =
-                (running.clone(), acked.clone(), interrupted.clone());
+/// Writers through the members at `urls` (one each, in turn), each on a
+/// connection of its own, until `running` is cleared: writes answered 200
+/// counted in the first counter, 503 `interrupted` (in flight at a change
+/// of leader) in the second; anything else panics.
+fn writers_through(
+    urls: Vec<String>,
+    running: &Arc<AtomicBool>,
+    counts: &Arc<(AtomicU64, AtomicU64)>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    urls.into_iter()
+        .enumerate()
+        .map(|(w, url)| {
+            let (running, counts) = (running.clone(), counts.clone());
             std::thread::spawn(move || {
                 let agent: ureq::Agent = ureq::Agent::config_builder()
                     .http_status_as_error(false)
@@ -590,10 +581,9 @@ fn leadership_follows_writes_through_one_member_and_returns_when_they_stop() {
                         .expect("a write answered");
                     let text = response.body_mut().read_to_string().unwrap_or_default();
                     match response.status().as_u16() {
-                        200 => acked.fetch_add(1, Ordering::Relaxed),
-                        // In flight at a hand-over, as at any change of leader.
+                        200 => counts.0.fetch_add(1, Ordering::Relaxed),
                         503 if text.contains("interrupted") => {
-                            interrupted.fetch_add(1, Ordering::Relaxed)
+                            counts.1.fetch_add(1, Ordering::Relaxed)
                         }
                         other => panic!("{other}: {text}"),
                     };
@@ -601,36 +591,78 @@ fn leadership_follows_writes_through_one_member_and_returns_when_they_stop() {
                 }
             })
         })
-        .collect();
+        .collect()
+}
+
+/// Run writers through `urls` (`writers_through`) until `done` holds
+/// (waited for up to [`WAIT`]), at most one in twenty writes interrupted;
+/// returns how long that took and the writes acknowledged and interrupted.
+fn write_until(
+    urls: Vec<String>,
+    what: &str,
+    mut done: impl FnMut() -> bool,
+) -> (Duration, u64, u64) {
+    let running = Arc::new(AtomicBool::new(true));
+    let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    let writers = writers_through(urls, &running, &counts);
     let started = Instant::now();
-    wait_until(WAIT, "member 2 leading every fragment", || {
-        led_by(&cluster, 0, 2) == 4
-    });
-    let moved = started.elapsed();
+    wait_until(WAIT, what, &mut done);
+    let took = started.elapsed();
     running.store(false, Ordering::Relaxed);
     for writer in writers {
         writer.join().unwrap();
     }
     let (acked, interrupted) = (
-        acked.load(Ordering::Relaxed),
-        interrupted.load(Ordering::Relaxed),
-    );
-    eprintln!(
-        "every fragment led by member 2 {:.1} s after the writes began ({acked} writes acknowledged, {interrupted} interrupted)",
-        moved.as_secs_f64()
+        counts.0.load(Ordering::Relaxed),
+        counts.1.load(Ordering::Relaxed),
     );
     assert!(
         interrupted * 20 <= acked,
         "{interrupted} of {acked} writes interrupted"
     );
-    // Quiet again: each fragment goes back to its preferred leader.
-    let stopped = Instant::now();
-    wait_until(WAIT, "every fragment back at its preferred leader", || {
+    (took, acked, interrupted)
+}
+
+#[test]
+fn leadership_follows_writes_through_one_member_and_spreads_again_with_them() {
+    let cluster = Cluster::start(3, &[]);
+    let at_preferred = |cluster: &Cluster| {
+        leaders_and_preferred(cluster, 0)
+            .iter()
+            .all(|(leader, preferred)| *leader == Some(*preferred))
+    };
+    wait_until(WAIT, "every fragment led by its preferred leader", || {
         at_preferred(&cluster)
     });
+    assert!(led_by(&cluster, 0, 2) < 4, "member 2 leads its share only");
+    // Eight writers through member 2: over the balancer's 100 writes a
+    // second per fragment, all through one member, so every fragment's
+    // leadership moves to it.
+    let (took, acked, interrupted) = write_until(
+        vec![cluster.url(1).to_string(); 8],
+        "member 2 leading every fragment",
+        || led_by(&cluster, 0, 2) == 4,
+    );
     eprintln!(
-        "back at the preferred leaders {:.1} s after the writes stopped",
-        stopped.elapsed().as_secs_f64()
+        "every fragment led by member 2 {:.1} s after the writes began ({acked} acknowledged, {interrupted} interrupted)",
+        took.as_secs_f64()
+    );
+    // A pause in the writes moves nothing.
+    let paused = Instant::now();
+    while paused.elapsed() < Duration::from_secs(8) {
+        assert_eq!(led_by(&cluster, 0, 2), 4, "leadership moved in a pause");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Writes through every member: each fragment goes back to its
+    // preferred leader.
+    let urls: Vec<String> = (0..9).map(|i| cluster.url(i % 3).to_string()).collect();
+    let (took, acked, interrupted) =
+        write_until(urls, "every fragment back at its preferred leader", || {
+            at_preferred(&cluster)
+        });
+    eprintln!(
+        "back at the preferred leaders {:.1} s after writes through every member began ({acked} acknowledged, {interrupted} interrupted)",
+        took.as_secs_f64()
     );
     assert_eq!(get(cluster.url(2), "t", "w0-0").text(), "v");
 }

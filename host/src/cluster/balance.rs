@@ -14,7 +14,9 @@
 //! share their followers' messages and fsyncs: a quarter less CPU per write
 //! when clients write through one member, BENCHMARKS.md). The
 //! different thresholds for leaving and for staying keep a group from
-//! moving back and forth.
+//! moving back and forth. A group that goes quiet stays where its writes
+//! last kept it (a pause in the load moves nothing); any other quiet group
+//! goes to its preferred leader.
 //!
 //! Each member runs the balancer over the groups it leads, once per
 //! [`TICK`]. A group it leads whose target is another member is
@@ -63,10 +65,11 @@ pub const FOLLOW_MIN_WRITES: u64 = 500;
 /// have forwarded for leadership to move to it.
 pub const FOLLOW_SHARE_PERCENT: u64 = 80;
 
-/// Where the writes a member proposed as a group's leader came from: a
-/// count per member, of its own clients' writes (`Cluster::write`) and of
-/// those other members forwarded (`Forward::Write::via`). Counting is one
-/// relaxed atomic add; a member outside the cluster is not counted.
+/// Where a group's writes came from, as one replica counts them: its own
+/// clients' writes, whether this member leads the group or forwards them
+/// (`Cluster::write`), and, while it leads, the writes each other member
+/// forwarded (`Forward::Write::via`). Counting is one relaxed atomic add;
+/// a member outside the cluster is not counted.
 #[derive(Debug)]
 pub(crate) struct WriteOrigins {
     counts: Box<[(NodeId, AtomicU64)]>,
@@ -109,9 +112,6 @@ pub struct Led {
     pub ready: Vec<NodeId>,
     /// The fragment's replicas.
     pub replicas: Vec<NodeId>,
-    /// The writes this member proposed for the group so far, per member
-    /// they came through ([`WriteOrigins::snapshot`]).
-    pub writes: BTreeMap<NodeId, u64>,
 }
 
 /// A hand-over this member started.
@@ -163,6 +163,9 @@ pub struct Balancer {
     /// Per fragment led: the write counts seen at each tick within
     /// [`WRITE_WINDOW`], oldest first.
     seen: BTreeMap<FragmentId, VecDeque<Counts>>,
+    /// Per fragment led: the target its writes last decided (a window
+    /// with at least [`FOLLOW_MIN_WRITES`]).
+    decided: BTreeMap<FragmentId, NodeId>,
     /// Hand-overs started and not yet seen done.
     started: BTreeMap<FragmentId, Started>,
     /// Members that failed to take over, and when.
@@ -226,7 +229,7 @@ impl Balancer {
             .collect();
         self.ready_since
             .retain(|fragment, _| led_now.contains_key(fragment));
-        self.seen
+        self.decided
             .retain(|fragment, _| led_now.contains_key(fragment));
         let mut balanced = 0;
         for group in led {
@@ -276,12 +279,13 @@ impl Balancer {
         actions
     }
 
-    /// Who should lead `group` (led by `me`) at `now`, from where its
-    /// writes came within [`WRITE_WINDOW`] (the module's rule). Records
-    /// this tick's counts.
-    fn target(&mut self, now: Instant, me: NodeId, group: &Led) -> NodeId {
-        let seen = self.seen.entry(group.fragment).or_default();
-        seen.push_back((now, group.writes.clone()));
+    /// Record `fragment`'s write counts at `now` ([`WriteOrigins::snapshot`]
+    /// of this member's replica), for every replica this member holds, led
+    /// or not, before each [`Self::tick`]: a member that takes a group over
+    /// then knows at once how many of its writes came through it.
+    pub fn observe(&mut self, now: Instant, fragment: FragmentId, writes: BTreeMap<NodeId, u64>) {
+        let seen = self.seen.entry(fragment).or_default();
+        seen.push_back((now, writes));
         while seen.len() > 1
             && seen
                 .get(1)
@@ -289,13 +293,30 @@ impl Balancer {
         {
             seen.pop_front();
         }
-        let (oldest_at, oldest) = &seen[0];
-        // A group led for less than half the window has no pattern yet.
+    }
+
+    /// Who should lead `group` (led by `me`) at `now`, from where its
+    /// writes came within [`WRITE_WINDOW`] (the module's rule).
+    fn target(&mut self, now: Instant, me: NodeId, group: &Led) -> NodeId {
+        // Quiet, or led for less than half the window (no pattern yet): a
+        // group its writes last kept here stays, any other goes to its
+        // preferred leader.
+        let quiet = if self.decided.get(&group.fragment) == Some(&me) {
+            me
+        } else {
+            group.preferred
+        };
+        let Some(((oldest_at, oldest), (_, latest))) = self
+            .seen
+            .get(&group.fragment)
+            .and_then(|seen| seen.front().zip(seen.back()))
+        else {
+            return quiet;
+        };
         if now.saturating_duration_since(*oldest_at) < WRITE_WINDOW / 2 {
-            return group.preferred;
+            return quiet;
         }
-        let window: BTreeMap<NodeId, u64> = group
-            .writes
+        let window: BTreeMap<NodeId, u64> = latest
             .iter()
             .map(|(node, n)| {
                 (
@@ -306,19 +327,22 @@ impl Balancer {
             .collect();
         let total: u64 = window.values().sum();
         if total < FOLLOW_MIN_WRITES {
-            return group.preferred;
-        }
-        if window.get(&me).copied().unwrap_or(0) * 2 >= total {
-            return me;
+            return quiet;
         }
         let busiest = window
             .iter()
             .filter(|(node, _)| **node != me && group.replicas.contains(node))
             .max_by_key(|(_, n)| **n);
-        match busiest {
-            Some((node, n)) if n * 100 >= total * FOLLOW_SHARE_PERCENT => *node,
-            _ => group.preferred,
-        }
+        let target = if window.get(&me).copied().unwrap_or(0) * 2 >= total {
+            me
+        } else {
+            match busiest {
+                Some((node, n)) if n * 100 >= total * FOLLOW_SHARE_PERCENT => *node,
+                _ => group.preferred,
+            }
+        };
+        self.decided.insert(group.fragment, target);
+        target
     }
 }
 
@@ -353,8 +377,10 @@ impl Cluster {
     async fn balance_once(&self, balancer: &mut Balancer) {
         let me = self.config.node_id;
         let stopping = self.stopping.lock().clone();
+        let now = Instant::now();
         let mut led = Vec::new();
         for (fragment, replica) in &self.replicas {
+            balancer.observe(now, *fragment, replica.origins.snapshot());
             if !replica.group.is_leader() {
                 continue;
             }
@@ -372,10 +398,9 @@ impl Cluster {
                 preferred,
                 ready,
                 replicas: self.placement[*fragment as usize].clone(),
-                writes: replica.origins.snapshot(),
             });
         }
-        for action in balancer.tick(Instant::now(), me, &led, &stopping) {
+        for action in balancer.tick(now, me, &led, &stopping) {
             let (fragment, to) = match action {
                 Action::Balance { fragment, to } => {
                     tracing::info!(
@@ -424,7 +449,6 @@ mod tests {
             preferred,
             ready: ready.to_vec(),
             replicas: vec![1, 2, 3],
-            writes: BTreeMap::new(),
         }
     }
 
@@ -556,21 +580,27 @@ mod tests {
     /// Fragment 0 led by member 1 (its preferred leader `preferred`, the
     /// others ready), after `per_second` writes a second for `secs`
     /// seconds, shared out by `shares` (member, percent).
-    fn loaded(preferred: NodeId, secs: u32, per_second: u64, shares: &[(NodeId, u64)]) -> Led {
-        let mut group = led(0, 1, preferred, &[2, 3]);
+    fn loaded(
+        preferred: NodeId,
+        secs: u32,
+        per_second: u64,
+        shares: &[(NodeId, u64)],
+    ) -> (Led, BTreeMap<NodeId, u64>) {
         let total = per_second * u64::from(secs);
-        group.writes = shares.iter().map(|(m, p)| (*m, total * p / 100)).collect();
-        group
+        let writes = shares.iter().map(|(m, p)| (*m, total * p / 100)).collect();
+        (led(0, 1, preferred, &[2, 3]), writes)
     }
 
     /// The actions of ticks 0, 1, … `secs` of member 1 over `group(s)`,
     /// with the tick each came at, until the first hand-over (after which
     /// member 1 no longer leads the group).
-    fn run(secs: u32, group: impl Fn(u32) -> Led) -> Vec<(u32, Action)> {
+    fn run(secs: u32, group: impl Fn(u32) -> (Led, BTreeMap<NodeId, u64>)) -> Vec<(u32, Action)> {
         let mut b = Balancer::default();
         let t0 = Instant::now();
         for s in 0..=secs {
-            let actions = b.tick(t0 + TICK * s, 1, &[group(s)], NONE);
+            let (group, writes) = group(s);
+            b.observe(t0 + TICK * s, group.fragment, writes);
+            let actions = b.tick(t0 + TICK * s, 1, &[group], NONE);
             if !actions.is_empty() {
                 return actions.into_iter().map(|a| (s, a)).collect();
             }
@@ -595,6 +625,13 @@ mod tests {
     }
 
     #[test]
+    fn a_pause_in_the_writes_moves_nothing() {
+        // 60 % local for 8 s, then no writes: member 1 keeps the group
+        // though member 2 is its preferred leader and could take over.
+        assert!(run(30, |s| loaded(2, s.min(8), 300, &[(1, 60), (2, 40)])).is_empty());
+    }
+
+    #[test]
     fn spread_quiet_or_unplaced_writes_leave_the_group_to_its_preferred_leader() {
         // Spread out (no one forwards 80 %): the preferred leader.
         assert_eq!(
@@ -607,10 +644,10 @@ mod tests {
         assert!(run(20, |s| loaded(1, s, 50, &[(1, 10), (2, 90)])).is_empty());
         // Writes through a member that holds no replica of the fragment.
         let unplaced = |s| {
-            let mut group = loaded(1, s, 300, &[(1, 10), (2, 90)]);
+            let (mut group, writes) = loaded(1, s, 300, &[(1, 10), (2, 90)]);
             group.replicas = vec![1, 3];
             group.ready = vec![3];
-            group
+            (group, writes)
         };
         assert!(run(20, unplaced).is_empty());
     }

@@ -256,6 +256,11 @@ impl Cluster {
         durability: Durability,
     ) -> Result<WriteOutcome, WriteFailure> {
         self.serving()?;
+        // This member's clients' writes count towards its leading the
+        // group whether it leads it now or forwards them.
+        if let Some(replica) = self.replicas.get(&fragment) {
+            replica.origins.count(self.config.node_id);
+        }
         let deadline = Instant::now() + self.config.quorum_timeout;
         let mut hint: Option<NodeId> = None;
         let mut reason = String::from("no leader known");
@@ -270,7 +275,6 @@ impl Cluster {
             match target {
                 Some(node) if node == self.config.node_id => {
                     let replica = &self.replicas[&fragment];
-                    replica.origins.count(node);
                     let remaining = deadline.saturating_duration_since(Instant::now());
                     match tokio::time::timeout(
                         remaining,
