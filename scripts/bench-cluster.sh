@@ -223,17 +223,33 @@ done
 # with each side's CPU per write: the three servers' user and system time
 # over the load (wrk's own not counted) divided by the writes answered.
 ebb_pids=($(cat "$work/node1.pid" "$work/node2.pid" "$work/node3.pid"))
-# Who leads: each side's load goes to its member 1, which forwards what it
-# does not lead. etcd's leader is whichever member won its first election
-# (loaded at its leader, etcd answered about a tenth more writes/s than
-# at a follower here); ebb's member 1 leads its share of the fragments.
-etcd_leader=unknown
-for n in 1 2 3; do
-  status=$(curl -fsS -X POST "http://127.0.0.1:237$n/v3/maintenance/status" -d '{}' 2>/dev/null) || continue
-  if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["header"]["member_id"] == d["leader"] else 1)' "$status"; then
-    etcd_leader="member $n"
-  fi
-done
+# Who leads: each side's load goes to its member 1. ebb's leadership
+# follows a group's writes to the member they come through
+# (docs/cluster.md, "Leadership balance"), so by now member 1 leads what
+# the earlier loads wrote; etcd's leader is whichever member won its first
+# election, and loaded at a follower etcd answers about a tenth fewer
+# writes/s (forwarding each to its leader), so it is moved to member 1
+# first (etcd's own leadership transfer): both sides lead where the load
+# arrives.
+etcd_leading_member() {
+  local n status
+  for n in 1 2 3; do
+    status=$(curl -fsS -X POST "http://127.0.0.1:237$n/v3/maintenance/status" -d '{}' 2>/dev/null) || continue
+    if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["header"]["member_id"] == d["leader"] else 1)' "$status"; then
+      echo "$n"
+      return
+    fi
+  done
+  echo unknown
+}
+leader=$(etcd_leading_member)
+etcd_leader="member $leader"
+if [ "$leader" != 1 ] && [ "$leader" != unknown ]; then
+  member_1=$(curl -fsS -X POST http://127.0.0.1:2371/v3/maintenance/status -d '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["member_id"])')
+  curl -fsS -X POST "http://127.0.0.1:237$leader/v3/maintenance/transfer-leadership" -d "{\"targetID\": \"$member_1\"}" >/dev/null
+  for _ in $(seq 100); do [ "$(etcd_leading_member)" = 1 ] && break; sleep 0.05; done
+  etcd_leader="member $(etcd_leading_member) (moved there from member $leader, the winner of its election)"
+fi
 ebb_led=$(curl -fsS http://127.0.0.1:7261/v1/cluster | python3 -c 'import json,sys; f=json.load(sys.stdin)["fragments"]; print("%d of %d" % (sum(1 for x in f if x.get("leader") == 1), len(f)))')
 echo "the load goes to member 1 of each: it leads $ebb_led ebb fragments; etcd's leader is $etcd_leader"
 # etcd_rounds CONNS: ROUNDS interleaved rounds at CONNS connections; prints
