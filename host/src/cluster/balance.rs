@@ -36,7 +36,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::groups::Cluster;
@@ -64,40 +63,6 @@ pub const FOLLOW_MIN_WRITES: u64 = 500;
 /// Share of a group's writes, in percent, that one other replica must
 /// have forwarded for leadership to move to it.
 pub const FOLLOW_SHARE_PERCENT: u64 = 80;
-
-/// Where a group's writes came from, as one replica counts them: its own
-/// clients' writes, whether this member leads the group or forwards them
-/// (`Cluster::write`), and, while it leads, the writes each other member
-/// forwarded (`Forward::Write::via`). Counting is one relaxed atomic add;
-/// a member outside the cluster is not counted.
-#[derive(Debug)]
-pub(crate) struct WriteOrigins {
-    counts: Box<[(NodeId, AtomicU64)]>,
-}
-
-impl WriteOrigins {
-    /// Counters for `members`.
-    pub(crate) fn new(members: impl Iterator<Item = NodeId>) -> Self {
-        Self {
-            counts: members.map(|m| (m, AtomicU64::new(0))).collect(),
-        }
-    }
-
-    /// Count a write that came through `member`.
-    pub(crate) fn count(&self, member: NodeId) {
-        if let Some((_, count)) = self.counts.iter().find(|(m, _)| *m == member) {
-            count.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// The counts so far, per member (cumulative).
-    pub(crate) fn snapshot(&self) -> BTreeMap<NodeId, u64> {
-        self.counts
-            .iter()
-            .map(|(m, count)| (*m, count.load(Ordering::Relaxed)))
-            .collect()
-    }
-}
 
 /// A group this member leads, as one tick sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,10 +244,11 @@ impl Balancer {
         actions
     }
 
-    /// Record `fragment`'s write counts at `now` ([`WriteOrigins::snapshot`]
-    /// of this member's replica), for every replica this member holds, led
-    /// or not, before each [`Self::tick`]: a member that takes a group over
-    /// then knows at once how many of its writes came through it.
+    /// Record `fragment`'s write counts at `now` (the snapshot of this
+    /// member's replica's `WriteOrigins`), for every replica this member
+    /// holds, led or not, before each [`Self::tick`]: a member that takes
+    /// a group over then knows at once how many of its writes came
+    /// through it.
     pub fn observe(&mut self, now: Instant, fragment: FragmentId, writes: BTreeMap<NodeId, u64>) {
         let seen = self.seen.entry(fragment).or_default();
         seen.push_back((now, writes));

@@ -10,12 +10,12 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::balance::WriteOrigins;
 use super::config::ClusterConfig;
 pub use super::error::ClusterError;
 use super::forward::{Answer, Forward, PageServer};
 use super::layout::{Layout, LayoutCheck};
 use super::meta::{self, MetaMachine, Metadata};
+use super::origins::WriteOrigins;
 use super::outbox::OutboxServer;
 
 use crate::clock::now_ms;

@@ -16,6 +16,7 @@ mod groups;
 mod layout;
 mod meta;
 mod meta_group;
+mod origins;
 mod outbox;
 mod placement;
 mod reads;
