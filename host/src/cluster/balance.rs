@@ -57,8 +57,8 @@ pub const PER_TICK: usize = 1;
 /// How far back the balancer looks at where a group's writes came from.
 pub const WRITE_WINDOW: Duration = Duration::from_secs(5);
 /// Fewest writes to a group within [`WRITE_WINDOW`] for where they came
-/// from to decide its leader (100 a second); a quieter group goes to its
-/// preferred leader.
+/// from to decide its leader (100 a second); a quieter group stays where
+/// its writes last kept it, or goes to its preferred leader.
 pub const FOLLOW_MIN_WRITES: u64 = 500;
 /// Share of a group's writes, in percent, that one other replica must
 /// have forwarded for leadership to move to it.
@@ -125,8 +125,8 @@ pub struct Balancer {
     /// Per fragment: the target that could take over, and since when
     /// without a break.
     ready_since: BTreeMap<FragmentId, (NodeId, Instant)>,
-    /// Per fragment led: the write counts seen at each tick within
-    /// [`WRITE_WINDOW`], oldest first.
+    /// Per fragment this member holds: the write counts observed at each
+    /// tick within [`WRITE_WINDOW`], oldest first.
     seen: BTreeMap<FragmentId, VecDeque<Counts>>,
     /// Per fragment led: the target its writes last decided (a window
     /// with at least [`FOLLOW_MIN_WRITES`]).
@@ -264,9 +264,9 @@ impl Balancer {
     /// Who should lead `group` (led by `me`) at `now`, from where its
     /// writes came within [`WRITE_WINDOW`] (the module's rule).
     fn target(&mut self, now: Instant, me: NodeId, group: &Led) -> NodeId {
-        // Quiet, or led for less than half the window (no pattern yet): a
-        // group its writes last kept here stays, any other goes to its
-        // preferred leader.
+        // Quiet, or observed for less than half the window (no pattern
+        // yet): a group its writes last kept here stays, any other goes to
+        // its preferred leader.
         let quiet = if self.decided.get(&group.fragment) == Some(&me) {
             me
         } else {

@@ -54,8 +54,8 @@ pub(super) struct Replica {
     /// round at a time, which serves every read that arrived before it was
     /// asked for (see `Cluster::linearize`).
     pub(super) asking: tokio::sync::Mutex<()>,
-    /// Where the writes this node proposed as the group's leader came
-    /// from, for the leadership balancer.
+    /// Where the group's writes came from as this replica counts them
+    /// (`cluster::origins`), for the leadership balancer.
     pub(super) origins: WriteOrigins,
 }
 
