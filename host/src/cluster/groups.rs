@@ -393,6 +393,14 @@ impl Cluster {
         let fragment = match &request {
             Forward::Ping => return Answer::Pong(self.config.node_id),
             Forward::Stopping { node } => {
+                // Only members are recorded, so the map stays as small as
+                // the cluster.
+                if !self.config.peers.contains_key(node) {
+                    return Answer::failure(
+                        "invalid_request",
+                        format!("node {node} is not a member of this cluster"),
+                    );
+                }
                 tracing::info!(node, "member {node} is stopping; handing it no leadership");
                 self.stopping
                     .lock()

@@ -6,7 +6,6 @@ pub mod batch;
 pub mod body;
 pub mod cluster;
 pub mod console;
-mod drain;
 pub mod error;
 pub mod expiry;
 mod keys;

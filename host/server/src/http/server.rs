@@ -32,11 +32,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 
 use super::HttpLimits;
-use super::drain::{Drain, Drained};
 use super::error::ApiError;
 use super::keys::Routes;
 use super::observe::HttpMetrics;
@@ -147,13 +146,13 @@ pub async fn run(
     let permits = Arc::new(Semaphore::new(cap));
     let refusal: Arc<[u8]> = refusal(cap).into();
     let tls_refusals = Arc::new(Semaphore::new(TLS_REFUSALS));
-    let stop = Drain::default();
+    let (stop_tx, stop_rx) = watch::channel(());
     // Every connection accepted before the drain holds a sender: the
     // receiver ends once they have all closed.
     let (serving, mut served) = mpsc::channel::<()>(1);
     let mut shutdown = pin!(shutdown);
     let mut pause = None;
-    let admit = |stream: TcpStream, stop: Drained, serving: Option<_>| match permits
+    let admit = |stream: TcpStream, stop: watch::Receiver<()>, serving: Option<_>| match permits
         .clone()
         .try_acquire_owned()
     {
@@ -181,21 +180,21 @@ pub async fn run(
             () = &mut shutdown => break,
             stream = accept(&listener, &mut pause, &metrics.connections) => stream,
         };
-        admit(stream, stop.wait(), Some(serving.clone()));
+        admit(stream, stop_rx.clone(), Some(serving.clone()));
     }
     // Drain. Tell every connection to finish its request in flight.
     draining.store(true, Ordering::Release);
     drop(serving);
-    stop.raise();
+    let _ = stop_tx.send(());
     // Connections accepted from now on answer one request (503 but for
     // `/metrics`) and close; their stop signal never comes.
-    let no_stop = Drain::default();
+    let (_never, no_stop) = watch::channel(());
     loop {
         let stream = tokio::select! {
             None = served.recv() => break,
             stream = accept(&listener, &mut pause, &metrics.connections) => stream,
         };
-        admit(stream, no_stop.wait(), None);
+        admit(stream, no_stop.clone(), None);
     }
     drop(listener);
     // Wait until all permits are back: every connection has closed.
@@ -312,8 +311,8 @@ enum Expiry {
 impl Connection {
     /// Serve `stream` (after a TLS handshake within the header read
     /// timeout, with `tls`) until the client closes, a timeout passes, or
-    /// (after `stop` is raised) the request in flight is answered.
-    async fn start(self, stream: TcpStream, tls: Option<Arc<Tls>>, stop: Drained) {
+    /// (after `stop` changes) the request in flight is answered.
+    async fn start(self, stream: TcpStream, tls: Option<Arc<Tls>>, stop: watch::Receiver<()>) {
         let stats = &self.metrics.connections;
         stats.open.fetch_add(1, Ordering::Relaxed);
         match tls {
@@ -340,7 +339,7 @@ impl Connection {
     }
 
     /// Serve HTTP/2 (`h2`) or HTTP/1.1 on `stream` under the watchdog.
-    async fn serve<S>(&self, stream: S, h2: bool, stop: Drained)
+    async fn serve<S>(&self, stream: S, h2: bool, stop: watch::Receiver<()>)
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -400,14 +399,14 @@ impl Connection {
 
     /// Drive `connection` until it ends or its [`Activity`] passes a
     /// deadline; `graceful` starts its graceful shutdown when `stop`
-    /// is raised (at once for a connection accepted while draining over
+    /// changes (at once for a connection accepted while draining over
     /// HTTP/2, which cannot be limited to one request).
     async fn watch<C>(
         &self,
         mut connection: Pin<&mut C>,
         graceful: impl Fn(Pin<&mut C>),
         activity: &Activity,
-        mut stop: Drained,
+        mut stop: watch::Receiver<()>,
         stop_at_once: bool,
     ) where
         C: Future<Output = hyper::Result<()>>,
@@ -447,7 +446,7 @@ impl Connection {
                     break;
                 }
                 () = sleep_until(wake) => {}
-                () = &mut stop, if !stopping => {
+                _ = stop.changed(), if !stopping => {
                     stopping = true;
                     graceful(connection.as_mut());
                 }

@@ -207,8 +207,8 @@ where
         // ebb patch: a follower's promise to its leader (no vote for another
         // candidate within the leader lease of its last word from it, what a
         // lease-based read relies on) is kept in memory only, so it is renewed
-        // at startup: a committed vote for another node holds for one lease
-        // from now, as if the leader had just been heard. Within it the node
+        // at startup: a committed vote (a former leader's own included) holds
+        // for one lease from now, as if the leader had just been heard. Within it the node
         // grants no vote and starts no election (a leadership transfer still
         // proceeds). Upstream starts with an expired lease (see the TODO in
         // `storage/helper.rs`).
