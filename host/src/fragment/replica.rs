@@ -459,6 +459,29 @@ mod tests {
         }
     }
 
+    /// Write keys `k000`.. of table `t` through `raft`, one entry each;
+    /// the log index of each.
+    async fn write_keys(
+        raft: &crate::raft::testing::TestRaft<FragmentState>,
+        count: usize,
+    ) -> Vec<u64> {
+        let clock = HybridClock::new(Arc::from("leader"), 0, 0);
+        let mut index_of = Vec::new();
+        for key in 0..count {
+            let command = write(
+                "t",
+                &format!("k{key:03}"),
+                Record::live(clock.tick_at(1_000), Bytes::from("v"), None),
+            );
+            let written = raft
+                .client_write(crate::raft::Command::new(command, false))
+                .await
+                .unwrap();
+            index_of.push(written.log_id.index);
+        }
+        index_of
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_restarted_replica_resumes_after_its_durable_position_with_its_log_purged() {
         use crate::raft::GroupId;
@@ -472,21 +495,7 @@ mod tests {
         let shared: Arc<dyn KvStore> = store.clone();
         let replica = start_durable(&router, 1, &config(), Arc::new(state), shared.clone()).await;
         form_alone(&replica).await;
-        let clock = HybridClock::new(Arc::from("leader"), 0, 0);
-        let mut index_of = Vec::new();
-        for key in 0..40 {
-            let command = write(
-                "t",
-                &format!("k{key:02}"),
-                Record::live(clock.tick_at(1_000), Bytes::from("v"), None),
-            );
-            let written = replica
-                .raft
-                .client_write(crate::raft::Command::new(command, false))
-                .await
-                .unwrap();
-            index_of.push(written.log_id.index);
-        }
+        let index_of = write_keys(&replica.raft, 40).await;
         // A snapshot every 10 entries, nothing kept behind it: the log is
         // purged past most of the writes.
         eventually("the log purged behind a snapshot", || {
@@ -532,6 +541,66 @@ mod tests {
             in_memory, replayed,
             "only entries after {replay_from} applied again"
         );
+        again.raft.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restarted_replica_purges_its_log_behind_the_snapshot_it_starts_from() {
+        use crate::raft::testing::{
+            Router, applied_index, eventually, form_alone, purged_index, start_durable,
+        };
+        use crate::store::KvStore;
+
+        // A node's proportions: a snapshot every 50 entries, 5 kept behind
+        // it, purges in runs of 50, so the log runs well past the last
+        // purge between two snapshots.
+        let config = Arc::new(
+            openraft::Config {
+                heartbeat_interval: 100,
+                election_timeout_min: 1000,
+                election_timeout_max: 2000,
+                snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(50),
+                max_in_snapshot_log_to_keep: 5,
+                purge_batch_size: 50,
+                ..Default::default()
+            }
+            .validate()
+            .unwrap(),
+        );
+        let router = Router::default();
+        let (state, store) = state();
+        let shared: Arc<dyn KvStore> = store.clone();
+        let replica = start_durable(&router, 1, &config, Arc::new(state), shared.clone()).await;
+        form_alone(&replica).await;
+        let last = *write_keys(&replica.raft, 145).await.last().unwrap();
+        eventually("a purge behind a snapshot", || {
+            purged_index(&replica.raft) > 0
+        })
+        .await;
+        let purged_before = purged_index(&replica.raft);
+        assert!(
+            last >= purged_before + 20,
+            "the log reaches well past its last purge (purged {purged_before}, last {last}), or this test proves nothing"
+        );
+        // Stopped with what it applied since its last snapshot not yet in
+        // the store (as a node killed between two flushes of its buffer):
+        // on start it applies the committed entries after its durable
+        // position again, and starts from the snapshot of that state.
+        replica.raft.shutdown().await.unwrap();
+
+        // Restarted, and nothing written since: the log behind that
+        // snapshot goes at once, but for the 5 kept.
+        let fresh = Arc::new(FragmentState::for_tests_on(
+            0,
+            Arc::new(Unbound),
+            "n",
+            store.clone(),
+        ));
+        let again = start_durable(&router, 1, &config, fresh, shared).await;
+        eventually("the restarted replica to purge behind its snapshot", || {
+            applied_index(&again.raft) >= last && purged_index(&again.raft) >= last - 5
+        })
+        .await;
         again.raft.shutdown().await.unwrap();
     }
 

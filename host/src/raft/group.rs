@@ -161,6 +161,42 @@ fn recent_acks(metrics: &openraft::RaftMetrics<TypeConfig>) -> Vec<NodeId> {
 /// what it lacks, and writes wait meanwhile.
 const TAKE_OVER_MAX_LAG: u64 = 256;
 
+/// Purge a restarted replica's log behind the snapshot it starts from,
+/// keeping the entries `config` keeps behind a snapshot.
+///
+/// openraft takes the state machine's position after start (its durable
+/// position, then the committed entries re-applied) as the replica's
+/// snapshot, but purges only after it builds a snapshot: a replica
+/// stopped between building one and purging behind it, or while a
+/// leader's purge waited for a replication in flight, would keep its log
+/// back to its last purge until `snapshot_every` more entries are
+/// applied, and for good if the writes stop (past the bound of
+/// [`LogRetention`]). A group that never snapshots keeps its log. Only
+/// logged if it cannot be asked: the next snapshot purges as before.
+pub(crate) async fn purge_behind_restored<M: GroupMachine>(
+    raft: &Raft<TypeConfig, StateMachine<M>>,
+    config: &Config,
+) {
+    if matches!(config.snapshot_policy, SnapshotPolicy::Never) {
+        return;
+    }
+    let keep = config.max_in_snapshot_log_to_keep;
+    let snapshot = raft
+        .with_raft_state(|state| state.snapshot_meta.last_log_id.as_ref().map(|id| id.index))
+        .await;
+    let upto = match snapshot {
+        Ok(Some(index)) if index > keep => index - keep,
+        Ok(_) => return,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the snapshot a group starts from");
+            return;
+        }
+    };
+    if let Err(error) = raft.trigger().purge_log(upto).await {
+        tracing::warn!(%error, upto, "cannot purge the log behind the snapshot a group starts from");
+    }
+}
+
 impl<M: GroupMachine> Group<M> {
     /// Start this node's replica of group `id` over `machine`, with its
     /// `log` (in the node's store) kept as `retention` says. The group has
@@ -200,12 +236,14 @@ impl<M: GroupMachine> Group<M> {
             group: id,
             transport,
         };
-        let raft = Raft::new(node, Arc::new(config), network, log, machine)
+        let config = Arc::new(config);
+        let raft = Raft::new(node, config.clone(), network, log, machine)
             .await
             .map_err(|e| GroupError::Stopped {
                 group: id,
                 reason: e.to_string(),
             })?;
+        purge_behind_restored(&raft, &config).await;
         Ok(Self { id, raft })
     }
 

@@ -294,6 +294,7 @@ async fn start_on<M: GroupMachine>(
     )
     .await
     .unwrap();
+    super::group::purge_behind_restored(&raft, config).await;
     router.nodes.lock().insert(id, raft.clone());
     Replica {
         raft,
