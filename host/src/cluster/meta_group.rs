@@ -124,6 +124,11 @@ impl Cluster {
                 };
             }
         };
+        // The outcome is the leader's; this member's status shows the
+        // recorded layout from its own copy of the metadata, so the check
+        // ends once that copy holds it too (or after SPREAD_TIMEOUT, the
+        // outcome being decided either way).
+        self.meta.wait_applied(index, SPREAD_TIMEOUT).await;
         match MetaOutcome::decode(&outcome) {
             Ok(MetaOutcome::LayoutRecorded { first }) => LayoutCheck::Agreed { index, first },
             Ok(MetaOutcome::Failed { code, message }) if code == "layout_conflict" => {
