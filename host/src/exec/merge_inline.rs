@@ -356,6 +356,13 @@ pub(crate) async fn run(
         }
     };
     let visited = merge.visited;
+    if let End::Complete = end {
+        // No cursor to seal and nothing handed over: the partitions'
+        // positions are not set (no key copied, and no reference count
+        // taken and given back twice per partition).
+        schedule.count_visits(1, visited)?;
+        return Ok(Outcome::Done(None));
+    }
     if let Some(last) = last {
         passed = Some(Arc::from(last));
     }
