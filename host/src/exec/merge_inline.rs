@@ -373,13 +373,12 @@ pub(crate) async fn run(
         scan.resume_after.clone_from(&passed);
         scan.emitted_to.clone_from(&passed);
     }
-    Ok(match end {
-        End::Complete => Outcome::Done(None),
-        End::Full => {
-            let emitted = plan.window.emitted + progress.returned;
-            Outcome::Done(Some(sealer.seal(scan::positions(scans), emitted)))
-        }
-        End::Bounded => Outcome::HandedOver,
+    // Full or bounded: complete answers returned above.
+    Ok(if let End::Full = end {
+        let emitted = plan.window.emitted + progress.returned;
+        Outcome::Done(Some(sealer.seal(scan::positions(scans), emitted)))
+    } else {
+        Outcome::HandedOver
     })
 }
 
