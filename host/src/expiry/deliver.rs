@@ -19,7 +19,7 @@ use super::outbox::Outbox;
 use super::queue::Slot;
 use super::settle::{Delivered, Settler, retry_after_host_failure, settle};
 use crate::names::TableName;
-use crate::plugin::{CallCause, HandlerKind, PluginRegistry, RecordReader};
+use crate::plugin::{CallCause, HandlerKind, PluginCallError, PluginRegistry, RecordReader};
 use crate::store::FragmentId;
 use crate::write::Origin;
 
@@ -141,10 +141,7 @@ impl Handlers for PluginHandlers {
                 .run_expiry(move || plugin.call_handler(&function, call, deadline, reader))
                 .await
                 .map_err(HostFailed::Work)?
-                .map_err(|error| match error.cause {
-                    CallCause::NoInstance(_) => HostFailed::NoInstance(error).into(),
-                    _ => HandlerFailed::Call(error).into(),
-                })
+                .map_err(call_failure)
         })
     }
 }
@@ -279,4 +276,52 @@ async fn call_and_apply(
         }
     }
     Ok(outcome.failed)
+}
+
+/// Whose failure a failed handler call is: the host's when no instance was
+/// free or the call was starved of CPU (not charged to the events), else
+/// the handler's.
+fn call_failure(error: PluginCallError) -> Failure {
+    match error.cause {
+        CallCause::NoInstance(_) => HostFailed::NoInstance(error).into(),
+        CallCause::Starved { .. } => HostFailed::Starved(error).into(),
+        _ => HandlerFailed::Call(error).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_starved_of_cpu_or_without_an_instance_is_the_hosts_failure() {
+        let failure = |cause| {
+            call_failure(PluginCallError {
+                plugin: "p".into(),
+                function: "h".into(),
+                cause,
+            })
+        };
+        let starved = CallCause::Starved {
+            deadline_ms: 1000,
+            waited_ms: 10_000,
+        };
+        assert!(matches!(
+            failure(starved),
+            Failure::Host(HostFailed::Starved(_))
+        ));
+        assert!(matches!(
+            failure(CallCause::NoInstance("full".into())),
+            Failure::Host(HostFailed::NoInstance(_))
+        ));
+        for cause in [
+            CallCause::Deadline(1000),
+            CallCause::Trap("unreachable".into()),
+        ] {
+            assert!(matches!(
+                failure(cause),
+                Failure::Handler(HandlerFailed::Call(_))
+            ));
+        }
+    }
 }

@@ -135,6 +135,10 @@ pub(crate) enum HostFailed {
     /// No plugin instance was free (the instance pool is full).
     #[error(transparent)]
     NoInstance(PluginCallError),
+    /// The call was starved of CPU: the node was too busy to give it its
+    /// deadline of CPU time.
+    #[error(transparent)]
+    Starved(PluginCallError),
     /// The node could not apply the actions: overloaded, store failing,
     /// shutting down.
     #[error("applying an action on {table}: {reason}")]

@@ -16,9 +16,22 @@ pub struct PluginInvalid {
 /// Why one call failed. The instance that failed is discarded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallCause {
-    /// The call ran past its deadline.
+    /// The call used its deadline of CPU time.
     #[error("exceeded its {0} ms deadline")]
     Deadline(u64),
+    /// The call got less than its deadline of CPU time in
+    /// [`super::budget::STARVED_AFTER`] times the deadline on the wall
+    /// clock: the node was too busy to run it. The host's failure, not the
+    /// plugin's; the call may be retried.
+    #[error(
+        "was starved of CPU: it got less than its {deadline_ms} ms deadline of CPU time in {waited_ms} ms (the node is overloaded; retry later)"
+    )]
+    Starved {
+        /// The call's deadline of CPU time.
+        deadline_ms: u64,
+        /// How long it ran on the wall clock before it was interrupted.
+        waited_ms: u64,
+    },
     /// The instance tried to grow memory past the cap.
     #[error("hit the {0}-byte memory cap")]
     MemoryCap(usize),

@@ -1,11 +1,15 @@
 //! One instantiated plugin: its store, memory limiter and typed ABI v1
-//! exports, called under a deadline (epoch ticks) and a memory cap.
+//! exports, called under a deadline (CPU time, checked at epoch ticks) and
+//! a memory cap.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::{Instance, Memory, ResourceLimiter, Store, Trap, TypedFunc};
+use wasmtime::{
+    Instance, Memory, ResourceLimiter, Store, StoreContextMut, Trap, TypedFunc, UpdateDeadline,
+};
 
+use super::budget::{Budget, STARVED_AFTER, Verdict};
 use super::error::CallCause;
 use super::read::Reads;
 use super::ticker::{TICK, Ticker};
@@ -18,6 +22,10 @@ pub struct HostState {
     /// The reads of the handler call running now; `None` outside handler
     /// calls (SQL functions), where `ebb.get` answers an error.
     pub(super) reads: Option<Reads>,
+    /// The deadline of the call running now (set as each entry begins).
+    budget: Option<Budget>,
+    /// The call was interrupted as starved of CPU ([`Verdict::Starved`]).
+    starved: bool,
 }
 
 impl HostState {
@@ -28,6 +36,28 @@ impl HostState {
             max_memory,
             memory_cap_hit: false,
             reads: None,
+            budget: None,
+            starved: false,
+        }
+    }
+
+    /// Start an entry into plugin code with `deadline` of CPU time.
+    pub(super) fn begin(&mut self, deadline: Duration) {
+        self.budget = Some(Budget::start(deadline));
+        self.starved = false;
+    }
+
+    /// Why the entry begun last was interrupted: starved of CPU, or past
+    /// its deadline.
+    pub(super) fn interrupted(&self) -> CallCause {
+        let deadline = self.budget.map_or(Duration::ZERO, |b| b.deadline());
+        if self.starved {
+            CallCause::Starved {
+                deadline_ms: deadline.as_millis() as u64,
+                waited_ms: (deadline * STARVED_AFTER).as_millis() as u64,
+            }
+        } else {
+            CallCause::Deadline(deadline.as_millis() as u64)
         }
     }
 
@@ -59,6 +89,26 @@ impl ResourceLimiter for HostState {
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
+}
+
+/// The store's epoch-deadline callback: when the deadline fires on the
+/// wall clock, interrupt the call if it used its CPU time or has been
+/// starved of it for too long, else let it run for the CPU time it has left.
+pub(super) fn on_deadline(
+    mut store: StoreContextMut<'_, HostState>,
+) -> wasmtime::Result<UpdateDeadline> {
+    let verdict = store
+        .data()
+        .budget
+        .map_or(Verdict::Exceeded, |budget| budget.verdict());
+    Ok(match verdict {
+        Verdict::Continue(left) => UpdateDeadline::Continue(ticks(left)),
+        Verdict::Starved => {
+            store.data_mut().starved = true;
+            UpdateDeadline::Interrupt
+        }
+        Verdict::Exceeded => UpdateDeadline::Interrupt,
+    })
 }
 
 /// `deadline` in whole epoch ticks, at least one.
@@ -144,9 +194,15 @@ impl PluginInstance {
         })
     }
 
-    fn classify(&self, error: wasmtime::Error, deadline: Duration) -> CallCause {
+    /// Start an entry into the instance with `deadline` of CPU time.
+    fn begin(&mut self, deadline: Duration) {
+        self.store.data_mut().begin(deadline);
+        self.store.set_epoch_deadline(ticks(deadline));
+    }
+
+    fn classify(&self, error: wasmtime::Error) -> CallCause {
         if matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
-            return CallCause::Deadline(deadline.as_millis() as u64);
+            return self.store.data().interrupted();
         }
         if self.store.data().memory_cap_hit {
             return CallCause::MemoryCap(self.store.data().max_memory);
@@ -170,22 +226,22 @@ impl PluginInstance {
     /// Call `ebb_abi_version` (100 ms deadline).
     pub(super) fn abi_version(&mut self) -> Result<i32, CallCause> {
         let deadline = Duration::from_millis(100);
-        self.store.set_epoch_deadline(ticks(deadline));
+        self.begin(deadline);
         let _running = self.ticker.running();
         self.abi_version
             .call(&mut self.store, ())
-            .map_err(|e| self.classify(e, deadline))
+            .map_err(|e| self.classify(e))
     }
 
     /// Call `ebb_manifest` (100 ms deadline); the encoded manifest.
     pub(super) fn manifest_bytes(&mut self) -> Result<Vec<u8>, CallCause> {
         let deadline = Duration::from_millis(100);
-        self.store.set_epoch_deadline(ticks(deadline));
+        self.begin(deadline);
         let _running = self.ticker.running();
         let packed = self
             .manifest
             .call(&mut self.store, ())
-            .map_err(|e| self.classify(e, deadline))?;
+            .map_err(|e| self.classify(e))?;
         self.packed_slice(packed).map(<[u8]>::to_vec)
     }
 
@@ -208,14 +264,14 @@ impl PluginInstance {
         deadline: Duration,
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, CallCause> {
-        self.store.set_epoch_deadline(ticks(deadline));
+        self.begin(deadline);
         let _running = self.ticker.running();
         let len = i32::try_from(request.len())
             .map_err(|_| CallCause::Malformed("request too large".into()))?;
         let ptr = self
             .alloc
             .call(&mut self.store, len)
-            .map_err(|e| self.classify(e, deadline))?;
+            .map_err(|e| self.classify(e))?;
         if self
             .memory
             .write(&mut self.store, ptr as u32 as usize, request)
@@ -228,11 +284,11 @@ impl PluginInstance {
         let packed = self
             .call
             .call(&mut self.store, (ptr, len))
-            .map_err(|e| self.classify(e, deadline))?;
+            .map_err(|e| self.classify(e))?;
         let response = read(self.packed_slice(packed)?);
         self.dealloc
             .call(&mut self.store, (ptr, len))
-            .map_err(|e| self.classify(e, deadline))?;
+            .map_err(|e| self.classify(e))?;
         Ok(response)
     }
 }

@@ -15,9 +15,11 @@ pub struct PluginLimits {
     pub max_versions: usize,
     /// Linear memory per instance. Default 64 MiB.
     pub max_memory_bytes: usize,
-    /// Deadline of one query-function call (a batch). Default 100 ms.
+    /// Deadline of one query-function call (a batch), in CPU time of the
+    /// call (`plugin/budget.rs`). Default 100 ms.
     pub query_deadline: Duration,
-    /// Deadline of one expiry-handler call. Default 1 s.
+    /// Deadline of one expiry-handler call, in CPU time of the call.
+    /// Default 1 s.
     pub expiry_deadline: Duration,
     /// Largest response a call may return. Default 16 MiB.
     pub max_response_bytes: usize,

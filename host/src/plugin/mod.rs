@@ -1,6 +1,7 @@
 //! WASM plugins: the sandboxed runtime, the registry of installed plugins,
 //! and their functions in SQL.
 
+pub(crate) mod budget;
 pub mod encode;
 pub(crate) mod error;
 #[cfg(test)]

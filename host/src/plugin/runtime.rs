@@ -22,7 +22,7 @@ use wasmtime::{
 };
 
 use super::error::{ArtifactRejected, CallCause, EngineError, PluginInvalid};
-use super::instance::{HostState, PluginInstance, describe, ticks};
+use super::instance::{HostState, PluginInstance, describe, on_deadline, ticks};
 use super::limits::{PluginLimits, pool_capacity};
 use super::read::MAX_REQUEST_BYTES;
 use super::threads::{PluginThreads, WorkClass, WorkFailed};
@@ -565,19 +565,22 @@ impl PluginRuntime {
         };
         let mut store = Store::new(engine, HostState::new(plugin, self.limits.max_memory_bytes));
         store.limiter(|state| state);
+        store.epoch_deadline_callback(on_deadline);
+        store.data_mut().begin(self.limits.query_deadline);
         store.set_epoch_deadline(ticks(self.limits.query_deadline));
-        store.epoch_deadline_trap();
         let running = self.ticker.running();
-        let instance =
-            linker.instantiate(&mut store, module).map_err(|e| match e
-                .downcast_ref::<PoolConcurrencyLimitError>()
-            {
-                Some(full) => CallCause::NoInstance(format!(
+        let instance = linker.instantiate(&mut store, module).map_err(|e| {
+            if let Some(full) = e.downcast_ref::<PoolConcurrencyLimitError>() {
+                return CallCause::NoInstance(format!(
                     "{full}; the pool holds {} instances (see PluginLimits)",
                     pool_capacity(&self.limits, self.expiry_calls)
-                )),
-                None => CallCause::Trap(format!("instantiation failed: {}", describe(&e))),
-            })?;
+                ));
+            }
+            match store.data().interrupted() {
+                starved @ CallCause::Starved { .. } => starved,
+                _ => CallCause::Trap(format!("instantiation failed: {}", describe(&e))),
+            }
+        })?;
         drop(running);
         PluginInstance::new(
             store,
@@ -590,6 +593,10 @@ impl PluginRuntime {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    use super::super::budget::{STARVED_AFTER, thread_cpu_time};
     use super::*;
 
     #[test]
@@ -605,5 +612,172 @@ mod tests {
             ..limits
         };
         assert_eq!(pool_capacity(&huge, 4), u32::MAX, "saturates");
+    }
+
+    /// A module whose `ebb_call` counts down from the request's first four
+    /// bytes (little endian) and answers nothing.
+    fn counting_down() -> Vec<u8> {
+        wat::parse_str(
+            r#"(module
+  (memory (export "memory") 1)
+  (func (export "ebb_abi_version") (result i32) (i32.const 1))
+  (func (export "ebb_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "ebb_dealloc") (param i32 i32))
+  (func (export "ebb_manifest") (result i64) (i64.const 0))
+  (func (export "ebb_call") (param i32 i32) (result i64) (local $n i32)
+    (local.set $n (i32.load (local.get 0)))
+    (block $done (loop $next
+      (br_if $done (i32.eqz (local.get $n)))
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br $next)))
+    (i64.const 0))
+)"#,
+        )
+        .expect("valid WAT")
+    }
+
+    /// The lowest-numbered CPU this thread may run on (CPU 0 may be outside
+    /// a container's set).
+    fn first_cpu() -> usize {
+        // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes it
+        // and CPU_ISSET reads it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set),
+                0
+            );
+            (0..libc::CPU_SETSIZE as usize)
+                .find(|&cpu| libc::CPU_ISSET(cpu, &set))
+                .expect("a CPU to run on")
+        }
+    }
+
+    /// Pin the calling thread to CPU `cpu`.
+    fn pin(cpu: usize) {
+        // SAFETY: a zeroed cpu_set_t is valid, CPU_SET writes inside it,
+        // and sched_setaffinity only reads it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                0,
+                "pinning to CPU {cpu}"
+            );
+        }
+    }
+
+    /// Count down `n` in a fresh call under `deadline`: the outcome, the
+    /// thread's CPU time and the wall time it took.
+    fn count_down(
+        instance: &mut PluginInstance,
+        n: u32,
+        deadline: Duration,
+    ) -> (Result<Vec<u8>, CallCause>, Duration, Duration) {
+        let (cpu, wall) = (thread_cpu_time(), Instant::now());
+        let outcome = instance.call(&n.to_le_bytes(), deadline);
+        (outcome, thread_cpu_time() - cpu, wall.elapsed())
+    }
+
+    /// [`count_down`] on a thread pinned to one CPU at nice value `nice`,
+    /// next to `spinners` threads spinning on that CPU at nice value 0.
+    fn count_down_crowded(
+        instance: &mut PluginInstance,
+        n: u32,
+        deadline: Duration,
+        spinners: usize,
+        nice: i32,
+    ) -> (Result<Vec<u8>, CallCause>, Duration, Duration) {
+        thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let cpu = first_cpu();
+                    pin(cpu);
+                    let spinning = AtomicBool::new(true);
+                    thread::scope(|inner| {
+                        for _ in 0..spinners {
+                            inner.spawn(|| {
+                                pin(cpu);
+                                while spinning.load(Ordering::Relaxed) {
+                                    std::hint::spin_loop();
+                                }
+                            });
+                        }
+                        // After spawning the spinners (a new thread takes
+                        // its creator's nice value): on Linux this changes
+                        // only this thread's (raising it needs no privilege).
+                        // SAFETY: no pointers; a failure leaves it as it was.
+                        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+                        let run = count_down(instance, n, deadline);
+                        spinning.store(false, Ordering::Relaxed);
+                        run
+                    })
+                })
+                .join()
+                .unwrap()
+        })
+    }
+
+    #[test]
+    fn deadlines_count_the_calls_cpu_time_not_the_time_others_took() {
+        let runtime = PluginRuntime::new(PluginLimits::default(), 1).unwrap();
+        let module = runtime.optimize(&counting_down()).unwrap();
+        let mut instance = runtime.instantiate("counter", &module).unwrap();
+        // Size the work to at least 60 ms of CPU time, the machine alone,
+        // and give it twice that as its deadline (the same work's CPU time
+        // varies with the clock speed of a busy machine).
+        let mut n: u32 = 1 << 20;
+        let alone = loop {
+            let (outcome, cpu, _) = count_down(&mut instance, n, Duration::from_secs(10));
+            outcome.unwrap();
+            if cpu >= Duration::from_millis(60) || n == u32::MAX {
+                break cpu;
+            }
+            let scale = 0.07 / cpu.as_secs_f64().max(0.001);
+            n = (f64::from(n) * scale.clamp(1.5, 16.0)).min(f64::from(u32::MAX)) as u32;
+        };
+        let deadline = alone * 2;
+        // Crowded onto one CPU, the work takes longer on the wall clock than
+        // its deadline; whenever it used less CPU time than the deadline it
+        // must not be interrupted. More spinners until the wall clock passes
+        // the deadline; less work if the CPU time came near it.
+        let mut seen = None;
+        for spinners in [1, 2, 3, 3, 4, 4] {
+            let (outcome, cpu, wall) = count_down_crowded(&mut instance, n, deadline, spinners, 0);
+            if cpu * 10 >= deadline * 9 {
+                n = n / 3 * 2;
+                continue;
+            }
+            assert!(
+                outcome.is_ok(),
+                "{outcome:?} after {cpu:?} of CPU in {wall:?} ({deadline:?} deadline)"
+            );
+            if wall > deadline {
+                seen = Some((cpu, wall));
+                break;
+            }
+        }
+        assert!(
+            seen.is_some(),
+            "the wall clock never passed the {deadline:?} deadline with CPU time left"
+        );
+        // Work without end is still stopped at its deadline of CPU time.
+        let (outcome, cpu, wall) = count_down(&mut instance, u32::MAX, Duration::from_millis(50));
+        assert_eq!(outcome, Err(CallCause::Deadline(50)), "{cpu:?} in {wall:?}");
+        // With almost no CPU (the lowest priority, next to two spinning
+        // threads), a call that cannot get its deadline of CPU time within
+        // ten times the deadline fails as starved, the host's failure.
+        let mut instance = runtime.instantiate("counter", &module).unwrap();
+        let (outcome, cpu, wall) = count_down_crowded(&mut instance, n, deadline, 2, 19);
+        assert_eq!(
+            outcome,
+            Err(CallCause::Starved {
+                deadline_ms: deadline.as_millis() as u64,
+                waited_ms: (deadline * STARVED_AFTER).as_millis() as u64,
+            }),
+            "{cpu:?} of CPU in {wall:?}"
+        );
+        assert!(cpu < deadline, "{cpu:?} of CPU");
     }
 }

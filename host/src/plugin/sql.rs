@@ -32,7 +32,10 @@ fn arity(decl: &abi::FunctionDecl) -> Arity {
 fn sql_error(error: PluginCallError) -> FunctionError {
     FunctionError {
         function: format!("{}.{}", error.plugin, error.function),
-        host: matches!(error.cause, CallCause::NoInstance(_)),
+        host: matches!(
+            error.cause,
+            CallCause::NoInstance(_) | CallCause::Starved { .. }
+        ),
         message: error.cause.to_string(),
         plugin: true,
     }

@@ -47,6 +47,7 @@ pub struct FunctionMetrics {
 fn cause_name(cause: &CallCause) -> &'static str {
     match cause {
         CallCause::Deadline(_) => "deadline",
+        CallCause::Starved { .. } => "starved",
         CallCause::MemoryCap(_) => "memory_cap",
         CallCause::Trap(_) => "trap",
         CallCause::Malformed(_) => "malformed",

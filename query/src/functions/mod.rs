@@ -80,9 +80,9 @@ pub struct FunctionError {
     pub message: String,
     /// Whether a plugin failed (HTTP 422 `plugin_error`) rather than the input (400).
     pub plugin: bool,
-    /// The host could not run the function at all (no sandbox instance
-    /// free): nothing is wrong with the plugin or the input, and retrying
-    /// may succeed (HTTP 503 `overloaded`).
+    /// The host could not run the function (no sandbox instance free, or
+    /// the call was starved of CPU): nothing is wrong with the plugin or
+    /// the input, and retrying may succeed (HTTP 503 `overloaded`).
     pub host: bool,
 }
 

@@ -82,14 +82,14 @@ pub struct ServeArgs {
     /// Linear memory per plugin instance, in MiB.
     #[arg(long, default_value_t = (ebb_host::plugin::PluginLimits::default().max_memory_bytes >> 20) as u64)]
     pub plugin_memory_mib: u64,
-    /// Deadline of one plugin call from SQL (a batch of rows), e.g. 100ms.
+    /// Deadline (CPU time) of one plugin call from SQL (a batch of rows), e.g. 100ms.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     pub plugin_deadline: Duration,
     /// Threads that run query work calling plugins (1 to 256; default: the
     /// machine's cores). More wait their turn.
     #[arg(long, default_value_t = ebb_host::plugin::PluginLimits::default().threads)]
     pub plugin_threads: usize,
-    /// Deadline of one expiry handler call (a batch of events), e.g. 1s.
+    /// Deadline (CPU time) of one expiry handler call (a batch of events), e.g. 1s.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub expiry_deadline: Duration,
     /// Delay before the first retry of a failed expiry event; it doubles per
