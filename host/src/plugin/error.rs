@@ -29,7 +29,8 @@ pub enum CallCause {
     Starved {
         /// The call's deadline of CPU time.
         deadline_ms: u64,
-        /// How long it ran on the wall clock before it was interrupted.
+        /// The wall-clock time it was given before it counted as starved
+        /// ([`super::budget::STARVED_AFTER`] times the deadline).
         waited_ms: u64,
     },
     /// The instance tried to grow memory past the cap.
