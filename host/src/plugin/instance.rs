@@ -41,12 +41,6 @@ impl HostState {
         }
     }
 
-    /// Start an entry into plugin code with `deadline` of CPU time.
-    pub(super) fn begin(&mut self, deadline: Duration) {
-        self.budget = Some(Budget::start(deadline));
-        self.starved = false;
-    }
-
     /// Why the entry begun last was interrupted: starved of CPU, or past
     /// its deadline.
     pub(super) fn interrupted(&self) -> CallCause {
@@ -89,6 +83,16 @@ impl ResourceLimiter for HostState {
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
+}
+
+/// Start an entry into plugin code in `store` (instantiation or a call)
+/// with `deadline` of CPU time; the epoch deadline fires first when that
+/// much has passed on the wall clock ([`on_deadline`] then judges).
+pub(super) fn begin(store: &mut Store<HostState>, deadline: Duration) {
+    let state = store.data_mut();
+    state.budget = Some(Budget::start(deadline));
+    state.starved = false;
+    store.set_epoch_deadline(ticks(deadline));
 }
 
 /// The store's epoch-deadline callback: when the deadline fires on the
@@ -194,12 +198,6 @@ impl PluginInstance {
         })
     }
 
-    /// Start an entry into the instance with `deadline` of CPU time.
-    fn begin(&mut self, deadline: Duration) {
-        self.store.data_mut().begin(deadline);
-        self.store.set_epoch_deadline(ticks(deadline));
-    }
-
     fn classify(&self, error: wasmtime::Error) -> CallCause {
         if matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
             return self.store.data().interrupted();
@@ -226,7 +224,7 @@ impl PluginInstance {
     /// Call `ebb_abi_version` (100 ms deadline).
     pub(super) fn abi_version(&mut self) -> Result<i32, CallCause> {
         let deadline = Duration::from_millis(100);
-        self.begin(deadline);
+        begin(&mut self.store, deadline);
         let _running = self.ticker.running();
         self.abi_version
             .call(&mut self.store, ())
@@ -236,7 +234,7 @@ impl PluginInstance {
     /// Call `ebb_manifest` (100 ms deadline); the encoded manifest.
     pub(super) fn manifest_bytes(&mut self) -> Result<Vec<u8>, CallCause> {
         let deadline = Duration::from_millis(100);
-        self.begin(deadline);
+        begin(&mut self.store, deadline);
         let _running = self.ticker.running();
         let packed = self
             .manifest
@@ -264,7 +262,7 @@ impl PluginInstance {
         deadline: Duration,
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, CallCause> {
-        self.begin(deadline);
+        begin(&mut self.store, deadline);
         let _running = self.ticker.running();
         let len = i32::try_from(request.len())
             .map_err(|_| CallCause::Malformed("request too large".into()))?;

@@ -22,7 +22,7 @@ use wasmtime::{
 };
 
 use super::error::{ArtifactRejected, CallCause, EngineError, PluginInvalid};
-use super::instance::{HostState, PluginInstance, describe, on_deadline, ticks};
+use super::instance::{HostState, PluginInstance, begin, describe, on_deadline};
 use super::limits::{PluginLimits, pool_capacity};
 use super::read::MAX_REQUEST_BYTES;
 use super::threads::{PluginThreads, WorkClass, WorkFailed};
@@ -566,8 +566,7 @@ impl PluginRuntime {
         let mut store = Store::new(engine, HostState::new(plugin, self.limits.max_memory_bytes));
         store.limiter(|state| state);
         store.epoch_deadline_callback(on_deadline);
-        store.data_mut().begin(self.limits.query_deadline);
-        store.set_epoch_deadline(ticks(self.limits.query_deadline));
+        begin(&mut store, self.limits.query_deadline);
         let running = self.ticker.running();
         let instance = linker.instantiate(&mut store, module).map_err(|e| {
             if let Some(full) = e.downcast_ref::<PoolConcurrencyLimitError>() {
